@@ -1,0 +1,20 @@
+"""dlap: exact linear assignment on a CPU, a GPU or a Dask cluster (Date & Nagi 2016).
+
+``import dlap`` imports NumPy only; Numba, CuPy and Dask are imported when first needed.
+"""
+
+from .api import linear_sum_assignment, solve
+from .problem import InfeasibleError
+from .result import Assignment, Certificate, Stats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Assignment",
+    "Certificate",
+    "InfeasibleError",
+    "Stats",
+    "linear_sum_assignment",
+    "solve",
+    "__version__",
+]

@@ -1,0 +1,1 @@
+"""Backends: one module per device implementing the phase primitives of :mod:`.base`."""

@@ -1,0 +1,76 @@
+"""The primitive set every backend implements: the phases of Date & Nagi (2016), by name.
+
+The drivers in :mod:`dlap.hungarian` are written once against this interface. Each primitive
+mutates the :class:`~dlap.hungarian.state.HungarianState` in place and returns at most a few
+scalars, which is all the host loop reads per iteration (DESIGN.md, "One algorithm, two devices").
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from ..hungarian.state import HungarianState
+from ..problem import Problem
+
+
+class Backend(ABC):
+    """Phase primitives of both Hungarian variants on one device."""
+
+    #: device name reported in ``Assignment.stats.device``
+    device: str = ""
+
+    @abstractmethod
+    def allocate(self, problem: Problem) -> HungarianState:
+        """Place the cost matrix on the device and allocate the state arrays."""
+
+    @abstractmethod
+    def initial_reduction(self, state: HungarianState, columns: bool) -> bool:
+        """Section 4.1: row reduction, then column reduction if ``columns``; False if infeasible."""
+
+    @abstractmethod
+    def jv_initialisation(self, state: HungarianState) -> bool:
+        """Jonker-Volgenant column reduction, reduction transfer and augmenting row reduction."""
+
+    @abstractmethod
+    def initial_assignment(self, state: HungarianState) -> int:
+        """Greedy matching on zero-slack edges; returns the number of rows assigned."""
+
+    @abstractmethod
+    def optimality_check(self, state: HungarianState) -> int:
+        """Section 4.2: collect the unassigned rows; returns how many there are."""
+
+    @abstractmethod
+    def compress(self, state: HungarianState) -> int:
+        """Section 3.3: the zero-slack edges as CSR; returns their number."""
+
+    @abstractmethod
+    def classical_forward_pass(self, state: HungarianState) -> int:
+        """Section 4.3.1, classical: BFS over the CSR from all free rows; returns reverse columns."""
+
+    @abstractmethod
+    def classical_dual_update(self, state: HungarianState) -> float:
+        """Section 4.4, classical: two-stage dual update; returns theta (inf: infeasible)."""
+
+    @abstractmethod
+    def tree_forward_pass(self, state: HungarianState, n_roots: int, collect_ties: bool) -> int:
+        """Section 4.3.1, tree: grow trees from the first ``n_roots`` free rows; -1: infeasible."""
+
+    @abstractmethod
+    def tree_dual_update(self, state: HungarianState) -> None:
+        """Section 4.4, tree: apply the dual level reached by the forward pass."""
+
+    @abstractmethod
+    def reverse_pass(self, state: HungarianState) -> int:
+        """Section 4.3.2: keep vertex-disjoint paths; returns their number."""
+
+    @abstractmethod
+    def augment(self, state: HungarianState) -> None:
+        """Section 4.3.3: flip the edges along the kept paths."""
+
+    @abstractmethod
+    def counters(self, state: HungarianState) -> tuple[int, int]:
+        """(dual updates, rows scanned or BFS levels) accumulated by the searches."""
+
+    @abstractmethod
+    def to_host(self, state: HungarianState):
+        """``(row_match, u, v)`` as NumPy arrays."""

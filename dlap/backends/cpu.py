@@ -1,0 +1,134 @@
+"""CPU backend: the phase primitives on NumPy arrays, run by the Numba kernels of cpu_kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..hungarian.state import HungarianState
+from ..problem import Problem
+from . import cpu_kernels as k
+from .base import Backend
+
+#: zero-slack tolerance factor for float costs: a few ulps of |c| + |u| + |v| (see cpu_kernels)
+FLOAT_TOL_SCALE = 8 * np.finfo(np.float64).eps
+#: augmenting row reduction: passes (as JV) and row visits per pass, in multiples of n
+ARR_PASSES = 2
+ARR_BUDGET_PER_ROW = 4
+
+
+class CPUBackend(Backend):
+    """Date & Nagi's primitives on the host, in the paper's OpenMP style (Numba ``prange``)."""
+
+    device = "cpu"
+
+    def allocate(self, problem: Problem) -> HungarianState:
+        cost = problem.matrix
+        n_rows, n_cols = cost.shape
+        idx = lambda n: np.full(n, -1, dtype=np.int64)  # noqa: E731 - sentinel-filled index array
+        return HungarianState(
+            cost=cost,
+            u=np.zeros(n_rows),
+            v=np.zeros(n_cols),
+            row_match=idx(n_rows),
+            col_match=idx(n_cols),
+            row_pred=idx(n_rows),
+            col_pred=idx(n_cols),
+            succ_row=idx(n_rows),
+            slack=np.empty(n_cols),
+            free_rows=idx(n_rows),
+            rows_q=idx(n_rows),
+            reverse=idx(n_cols),
+            aug_roots=idx(n_rows),
+            row_level=np.zeros(n_rows),
+            col_level=np.zeros(n_cols),
+            v_open=np.empty(n_cols),
+            forest_cols=idx(n_cols),
+            row_seen=np.zeros(n_rows, dtype=np.bool_),
+            col_seen=np.zeros(n_cols, dtype=np.bool_),
+            claimed=np.zeros(n_rows, dtype=np.bool_),
+            counters=np.zeros(2, dtype=np.int64),
+            tol_scale=0.0 if problem.is_integer else FLOAT_TOL_SCALE,
+        )
+
+    def initial_reduction(self, state, columns):
+        k.row_reduction(state.cost, state.u)
+        if not np.isfinite(state.u).all():
+            return False  # a row of forbidden entries only
+        if columns:
+            argmin = np.empty(state.n_cols, dtype=np.int64)
+            k.column_reduction(state.cost, state.u, state.v, argmin)
+            return bool(np.isfinite(state.v).all())
+        return True
+
+    def jv_initialisation(self, state):
+        n_rows, n_cols = state.cost.shape
+        if n_rows == n_cols:
+            argmin = np.empty(n_cols, dtype=np.int64)
+            k.column_reduction(state.cost, np.zeros(n_rows), state.v, argmin)
+            if not np.isfinite(state.v).all():
+                return False  # a column of forbidden entries only
+            k.jv_assignment_from_minima(state.cost, state.v, argmin, state.row_match, state.col_match)
+        n_free = k.optimality_check(state.row_match, state.free_rows)
+        k.augmenting_row_reduction(
+            state.cost, state.v, state.row_match, state.col_match, state.free_rows, n_free,
+            ARR_PASSES, ARR_BUDGET_PER_ROW * max(n_rows, 1),
+        )
+        k.row_duals_from_columns(state.cost, state.v, state.u)
+        return bool(np.isfinite(state.u).all())
+
+    def initial_assignment(self, state):
+        return k.initial_assignment(
+            state.cost, state.u, state.v, state.row_match, state.col_match, state.tol_scale
+        )
+
+    def optimality_check(self, state):
+        state.n_free = k.optimality_check(state.row_match, state.free_rows)
+        return state.n_free
+
+    def compress(self, state):
+        state.row_ptr = np.empty(state.n_rows + 1, dtype=np.int64)
+        state.col_idx = k.compress(state.cost, state.u, state.v, state.tol_scale, state.row_ptr)
+        return int(state.row_ptr[-1])
+
+    def classical_forward_pass(self, state):
+        state.n_reverse, state.n_forest_rows = k.classical_forward_pass(
+            state.row_ptr, state.col_idx, state.col_match, state.free_rows, state.n_free,
+            state.col_pred, state.row_pred, state.row_seen, state.col_seen, state.rows_q,
+            state.reverse, state.counters,
+        )
+        return state.n_reverse
+
+    def classical_dual_update(self, state):
+        return k.classical_dual_update(
+            state.cost, state.u, state.v, state.rows_q, state.n_forest_rows, state.col_seen
+        )
+
+    def tree_forward_pass(self, state, n_roots, collect_ties):
+        state.n_reverse, state.n_forest_rows, state.n_forest_cols, state.level = k.tree_forward_pass(
+            state.cost, state.u, state.v, state.col_match, state.free_rows, n_roots, collect_ties,
+            state.slack, state.col_pred, state.row_pred, state.row_level, state.col_level,
+            state.v_open, state.forest_cols, state.rows_q, state.reverse, state.counters,
+        )
+        return state.n_reverse
+
+    def tree_dual_update(self, state):
+        k.tree_dual_update(
+            state.u, state.v, state.rows_q, state.n_forest_rows, state.row_level,
+            state.forest_cols, state.n_forest_cols, state.col_level, state.level,
+        )
+
+    def reverse_pass(self, state):
+        state.n_paths = k.reverse_pass(
+            state.reverse, state.n_reverse, state.col_pred, state.row_pred, state.succ_row,
+            state.claimed, state.aug_roots,
+        )
+        return state.n_paths
+
+    def augment(self, state):
+        k.augment(state.aug_roots, state.n_paths, state.succ_row, state.row_match, state.col_match)
+
+    def counters(self, state):
+        return int(state.counters[0]), int(state.counters[1])
+
+    def to_host(self, state):
+        return state.row_match, state.u, state.v

@@ -1,0 +1,209 @@
+"""The ``dlap`` command: solve, generate, demo, bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import generate
+from .api import METHODS, solve
+
+DEMO_N = 2000
+
+
+def read_matrix(path: str) -> np.ndarray:
+    """A cost matrix from ``.npy``, ``.csv`` or a Zarr store (directory)."""
+    p = Path(path)
+    if not p.exists():
+        raise SystemExit(f"dlap: no such file: {path}")
+    if p.is_dir() or p.suffix == ".zarr":
+        try:
+            import zarr
+        except ImportError:
+            raise SystemExit("dlap: reading Zarr needs zarr: pip install 'dlap[distributed]'") from None
+        return np.asarray(zarr.open_array(str(p), mode="r")[...])
+    if p.suffix == ".npy":
+        return np.load(p, mmap_mode="r")
+    if p.suffix == ".csv":
+        return np.loadtxt(p, delimiter=",", ndmin=2)
+    raise SystemExit(f"dlap: unsupported matrix format {p.suffix!r} (use .npy, .csv or .zarr)")
+
+
+def write_atomically(path: str, write) -> None:
+    """Call ``write(tmp_path)`` then move the file into place, so a failure leaves nothing half-written."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=target.suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_matrix(path: str, matrix: np.ndarray) -> None:
+    p = Path(path)
+    if p.suffix == ".npy":
+        write_atomically(path, lambda tmp: np.save(tmp, matrix))
+    elif p.suffix == ".csv":
+        fmt = "%d" if matrix.dtype.kind in "iub" else "%.17g"
+        write_atomically(path, lambda tmp: np.savetxt(tmp, matrix, delimiter=",", fmt=fmt))
+    elif p.suffix == ".zarr":
+        try:
+            import zarr
+        except ImportError:
+            raise SystemExit("dlap: writing Zarr needs zarr: pip install 'dlap[distributed]'") from None
+        chunk = (max(1, min(matrix.shape[0], 4096)), max(1, min(matrix.shape[1], 4096)))
+        z = zarr.open_array(str(p), mode="w", shape=matrix.shape, chunks=chunk, dtype=matrix.dtype)
+        z[...] = matrix
+    else:
+        raise SystemExit(f"dlap: unsupported output format {p.suffix!r} (use .npy, .csv or .zarr)")
+
+
+def _instance(args) -> tuple[np.ndarray, str]:
+    if args.input:
+        return read_matrix(args.input), args.input
+    cost = generate.family(args.family, args.n, args.f, seed=args.seed)
+    label = f"{args.family}" + (f" f={args.f:g}" if args.f is not None else "")
+    return cost, f"{label} n={args.n} seed={args.seed}"
+
+
+def _report(result, label: str, seconds: float, as_json: bool) -> dict:
+    cert = result.verify()
+    info = {
+        "instance": label,
+        "shape": list(result.cost.shape),
+        "method": result.stats.method,
+        "device": result.stats.device,
+        "objective": result.objective,
+        "seconds": seconds,
+        "optimal": cert.optimal,
+        "gap": cert.gap,
+        "iterations": result.stats.iterations,
+        "initial_assignments": result.stats.initial_assignments,
+    }
+    if as_json:
+        print(json.dumps(info))
+    else:
+        print(f"instance   {label}  ({info['shape'][0]} x {info['shape'][1]})")
+        print(f"solver     dlap {info['method']} on {info['device']}")
+        print(f"objective  {result.objective}")
+        print(f"time       {seconds:.3f} s")
+        print(f"check      {cert}")
+    return info
+
+
+def cmd_solve(args) -> int:
+    cost, label = _instance(args)
+    start = time.perf_counter()
+    result = solve(cost, maximize=args.maximize, method=args.method, device=args.device, progress=True)
+    seconds = time.perf_counter() - start
+    info = _report(result, label, seconds, args.json)
+    if args.out:
+        write_atomically(
+            args.out,
+            lambda tmp: np.savez(
+                tmp, row_ind=result.row_ind, col_ind=result.col_ind,
+                row_duals=result.row_duals, col_duals=result.col_duals,
+            ),
+        )
+    return 0 if info["optimal"] else 1
+
+
+def cmd_generate(args) -> int:
+    matrix = generate.family(args.family, args.n, args.f, seed=args.seed)
+    write_matrix(args.out, matrix)
+    print(f"wrote {args.family} n={args.n} ({matrix.dtype}) to {args.out}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    cost = generate.uniform(args.n, 1.0, seed=args.seed)
+    print(f"dlap demo: uniform integer costs in [0, {args.n}), {args.n} x {args.n}")
+    start = time.perf_counter()
+    result = solve(cost, progress=True)
+    seconds = time.perf_counter() - start
+    info = _report(result, f"uniform f=1 n={args.n} seed={args.seed}", seconds, args.json)
+    return 0 if info["optimal"] else 1
+
+
+def cmd_bench(args) -> int:
+    from . import bench
+
+    records = bench.run(
+        args.n, args.families, args.solvers, repeat=args.repeat, seed=args.seed, out=args.json,
+    )
+    print()
+    print(bench.table(records))
+    if args.json:
+        print(f"\nJSON records appended to {args.json}")
+    return 0 if all(r["agrees"] for r in records) else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="dlap", description="Exact linear assignment (Date & Nagi 2016).")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    def instance_options(p):
+        p.add_argument("input", nargs="?", help=".npy, .csv or .zarr matrix (default: generate one)")
+        p.add_argument("--family", default="uniform", choices=list(generate.FAMILIES))
+        p.add_argument("--n", type=int, default=1000)
+        p.add_argument("--f", type=float, default=None, help="cost range factor (uniform)")
+        p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("solve", help="solve a matrix from a file or a generated one")
+    instance_options(p)
+    p.add_argument("--method", default="auto", choices=METHODS)
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
+    p.add_argument("--maximize", action="store_true")
+    p.add_argument("--out", help="write row_ind, col_ind and duals to this .npz")
+    p.add_argument("--json", action="store_true", help="print one JSON line")
+    p.set_defaults(run=cmd_solve)
+
+    p = sub.add_parser("generate", help="write a generated instance to .npy, .csv or .zarr")
+    p.add_argument("--family", default="uniform", choices=list(generate.FAMILIES))
+    p.add_argument("--n", type=int, required=True)
+    p.add_argument("--f", type=float, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=cmd_generate)
+
+    p = sub.add_parser("demo", help="generate and solve a LAP, print objective, time, check")
+    p.add_argument("--n", type=int, default=DEMO_N)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=cmd_demo)
+
+    p = sub.add_parser("bench", help="dlap and its peers side by side on the same instances")
+    p.add_argument("--n", type=int, nargs="+", default=[1000, 2000, 4000])
+    p.add_argument("--families", nargs="+", default=["uniform:1", "uniform:10", "float"],
+                   help="family[:f], e.g. uniform:0.1 geometric machol-wien ties")
+    p.add_argument("--solvers", nargs="+", default=["dlap", "lap", "scipy"],
+                   help="dlap, dlap-tree, dlap-classical, scipy, lap")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="append JSON records to this file")
+    p.set_defaults(run=cmd_bench)
+    return top
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ValueError as e:  # bad input: scipy's message, no traceback
+        print(f"dlap: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

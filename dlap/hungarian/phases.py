@@ -1,0 +1,58 @@
+"""What both variants share: timing of the paper's phases, and the initialisation step."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+from ..problem import InfeasibleError
+from ..result import Stats
+
+
+@contextmanager
+def phase(stats: Stats, name: str):
+    """Time one execution of a phase into ``stats`` (Fig. 3 of the paper: time per phase)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        stats.add(name, time.perf_counter() - start)
+
+
+def initialise(backend, state, init: str, stats: Stats) -> None:
+    """Dual-feasible start and first assignment.
+
+    ``init="reduction"`` is the paper's initial reduction (section 4.1: row then column
+    reduction; rows only for a rectangular matrix, whose unassigned column duals must stay 0)
+    followed by a greedy matching of zero-slack edges. ``init="jv"`` is Jonker & Volgenant's
+    column reduction, reduction transfer and augmenting row reduction, which leaves far fewer free
+    rows; both leave feasible duals, so the Hungarian phases continue from either.
+    """
+    stats.init = init
+    with phase(stats, "initial_reduction"):
+        if init == "jv":
+            feasible = backend.jv_initialisation(state)
+        else:
+            square = state.n_rows == state.n_cols
+            feasible = backend.initial_reduction(state, columns=square)
+            if feasible:
+                backend.initial_assignment(state)
+    if not feasible:
+        raise InfeasibleError()
+    stats.initial_assignments = state.n_rows - backend.optimality_check(state)
+
+
+class Progress:
+    """Calls ``callback(matched, total)`` after augmentations, at most every ``interval`` s."""
+
+    def __init__(self, callback, total: int, interval: float = 0.1):
+        self.callback, self.total, self.interval = callback, total, interval
+        self._last = time.perf_counter()
+
+    def __call__(self, n_free: int, final: bool = False) -> None:
+        if self.callback is None:
+            return
+        now = time.perf_counter()
+        if final or now - self._last >= self.interval:
+            self._last = now
+            self.callback(self.total - n_free, self.total)

@@ -1,0 +1,62 @@
+"""The solver state of Date & Nagi (2016), section 2.1, shared by both variants and every backend.
+
+A backend allocates these arrays on its device (NumPy on the CPU; CuPy on the GPU) and mutates
+them in place in its phase primitives; the drivers in :mod:`dlap.hungarian` only read the scalar
+counters a primitive returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class HungarianState:
+    """Arrays of section 2.1 plus the work arrays of the searches.
+
+    ``cost`` (n_rows <= n_cols) is never written. ``u``/``v`` are the dual arrays D_r/D_c,
+    ``row_match``/``col_match`` the assignment arrays A_r/A_c (-1: unassigned),
+    ``row_pred``/``col_pred`` the predecessor arrays P_r/P_c, ``succ_row`` the successor array S_r,
+    ``slack`` the column slack array of the alternating tree variant.
+    """
+
+    cost: Any
+    u: Any
+    v: Any
+    row_match: Any
+    col_match: Any
+    row_pred: Any
+    col_pred: Any
+    succ_row: Any
+    slack: Any
+    free_rows: Any  # unassigned rows after the last optimality check
+    rows_q: Any  # the forest's rows in the order they joined (frontier queue)
+    reverse: Any  # columns marked "reverse" by the forward pass
+    aug_roots: Any  # roots of the paths kept by the reverse pass
+    row_level: Any  # tree variant: dual level at which a row joined the forest
+    col_level: Any  # tree variant: dual level at which a column joined the forest
+    v_open: Any  # tree variant: column duals, -inf for forest columns (masks them in the scan)
+    forest_cols: Any  # tree variant: the forest's columns in the order they joined
+    row_seen: Any  # classical variant: row visited by the BFS
+    col_seen: Any  # classical variant: column covered by the BFS
+    claimed: Any  # reverse pass: roots already claimed by a path
+    counters: Any  # [dual updates, rows scanned / BFS levels]
+    tol_scale: float  # zero-slack tolerance factor: 0 for integer costs
+    # scalars of the last primitives
+    n_free: int = 0
+    n_reverse: int = 0
+    n_forest_rows: int = 0
+    n_forest_cols: int = 0
+    level: float = 0.0
+    n_paths: int = 0
+    row_ptr: Any = None  # classical variant: CSR of the zero-slack edges
+    col_idx: Any = None
+
+    @property
+    def n_rows(self) -> int:
+        return self.cost.shape[0]
+
+    @property
+    def n_cols(self) -> int:
+        return self.cost.shape[1]

@@ -1,0 +1,148 @@
+"""Validation and normalisation of a cost matrix: scipy's contract, dlap's dtype policy.
+
+``prepare(cost, maximize)`` turns whatever the caller passed into a :class:`Problem`: a
+C-contiguous minimisation matrix with no more rows than columns, in a dtype the solvers read
+directly. It raises exactly what ``scipy.optimize.linear_sum_assignment`` raises, with the same
+messages, and never writes to the caller's array (a copy is made whenever the matrix must be
+negated, transposed or converted).
+
+Dtype policy (DESIGN.md, "Input dtype kept"): int32, int64, float32 and float64 stay as they are, so
+a 4-byte matrix is read as 4 bytes; smaller integers and bool widen to int32, uint32 to int64,
+float16 to float32. uint64 follows scipy and becomes float64. Integer matrices are solved exactly
+while their entries stay below 2**53 in magnitude (the duals are float64).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: scipy's messages, reused word for word so dlap is a drop-in.
+MSG_NOT_2D = "expected a matrix (2-D array), got a {ndim} array"
+MSG_INVALID = "matrix contains invalid numeric entries"
+MSG_INFEASIBLE = "cost matrix is infeasible"
+
+_ROW_BLOCK_ELEMENTS = 1 << 22  # rows scanned per NaN/inf check block, ~32 MB of float64
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A minimisation LAP ready for a solver.
+
+    ``matrix`` has ``n_rows <= n_cols`` and is C-contiguous; ``transposed`` says whether it is the
+    caller's matrix transposed, ``maximize`` whether it is the caller's matrix negated.
+    ``original`` keeps a reference (never a copy, never written) to the caller's array for
+    :meth:`dlap.Assignment.verify`.
+    """
+
+    matrix: np.ndarray
+    transposed: bool
+    maximize: bool
+    original: np.ndarray
+
+    @property
+    def n_rows(self) -> int:
+        return self.matrix.shape[0]
+
+    @property
+    def n_cols(self) -> int:
+        return self.matrix.shape[1]
+
+    @property
+    def is_integer(self) -> bool:
+        return self.matrix.dtype.kind in "iu"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """Shape of the caller's matrix."""
+        return self.original.shape
+
+
+class InfeasibleError(ValueError):
+    """Raised when no assignment avoids the forbidden (+inf) entries."""
+
+    def __init__(self, message: str = MSG_INFEASIBLE):
+        super().__init__(message)
+
+
+def as_cost_array(cost) -> np.ndarray:
+    """Return ``cost`` as a 2-D NumPy array the way scipy reads it (no copy when possible)."""
+    arr = np.asarray(cost)
+    if arr.dtype.kind in "OSUVc" or arr.dtype.kind not in "biuf":
+        # scipy's own wording: it attempts a safe cast to float64 and reports its failure.
+        if arr.dtype.kind in "SU":
+            arr = arr.astype(np.float64)  # raises "could not convert string to float: ..."
+        else:
+            raise TypeError(
+                f"Cannot cast array data from dtype({str(arr.dtype)!r}) to dtype('float64') "
+                "according to the rule 'safe'"
+            )
+    if arr.ndim != 2:
+        raise ValueError(MSG_NOT_2D.format(ndim=arr.ndim))
+    return arr
+
+
+def working_dtype(dtype: np.dtype, maximize: bool) -> np.dtype:
+    """The dtype a solver reads, following the module's dtype policy.
+
+    Maximising negates the matrix, so unsigned types widen to a signed type that holds the
+    negation, and int32 widens to int64 (``-(-2**31)`` does not fit in int32).
+    """
+    kind, size = dtype.kind, dtype.itemsize
+    if kind == "b":
+        return np.dtype(np.int32)
+    if kind == "f":
+        return np.dtype(np.float32 if size <= 4 else np.float64)
+    if kind == "u":
+        if size == 8:
+            return np.dtype(np.float64)
+        return np.dtype(np.int64 if size == 4 or maximize else np.int32)
+    # signed integers
+    if size < 4:
+        return np.dtype(np.int32)
+    if size == 4 and maximize:
+        return np.dtype(np.int64)
+    return np.dtype(np.int64 if size == 8 else np.int32)
+
+
+def check_entries(matrix: np.ndarray) -> None:
+    """Raise scipy's ValueError if ``matrix`` (minimisation form) holds NaN or -inf.
+
+    Scans in row blocks so a large float matrix needs no n x m temporary.
+    """
+    if matrix.dtype.kind != "f":
+        return
+    n_rows, n_cols = matrix.shape
+    step = max(1, _ROW_BLOCK_ELEMENTS // max(n_cols, 1))
+    for start in range(0, n_rows, step):
+        block = matrix[start : start + step]
+        # NaN and -inf are the only values whose minimum-compare fails: min(block) is NaN or -inf.
+        low = block.min() if block.size else 0.0
+        if np.isnan(low) or low == -np.inf:
+            raise ValueError(MSG_INVALID)
+
+
+def prepare(cost, maximize: bool = False) -> Problem:
+    """Validate ``cost`` and return the minimisation problem a solver works on.
+
+    Raises
+    ------
+    ValueError
+        not a 2-D array, NaN entries, -inf when minimising (+inf when maximising).
+    TypeError
+        object or complex input, as scipy.
+    """
+    original = as_cost_array(cost)
+    dtype = working_dtype(original.dtype, bool(maximize))
+    matrix = original
+    transposed = original.shape[0] > original.shape[1]
+    if transposed:
+        matrix = matrix.T
+    if maximize:
+        # negation writes a new array; the caller's matrix is untouched.
+        matrix = np.negative(matrix, dtype=dtype) if dtype.kind == "f" else -matrix.astype(dtype)
+    # no copy when the caller's matrix is already contiguous in the working dtype: solvers only read it.
+    matrix = np.ascontiguousarray(matrix, dtype=dtype)
+    check_entries(matrix)
+    return Problem(matrix=matrix, transposed=transposed, maximize=bool(maximize), original=original)

@@ -1,0 +1,49 @@
+"""Checks shared by the tests: scipy as the reference, and what every result must satisfy."""
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment as scipy_lsa
+
+import dlap
+
+
+def reference(cost, maximize=False):
+    """scipy's objective, or the message of the ValueError it raises."""
+    try:
+        rows, cols = scipy_lsa(cost, maximize=maximize)
+    except ValueError as e:
+        return None, str(e)
+    picked = np.asarray(cost)[rows, cols]
+    return picked, None
+
+
+def assert_valid(result, cost, maximize=False):
+    """An assignment in scipy's format, avoiding forbidden pairs, with a closed optimality gap."""
+    cost = np.asarray(cost)
+    rows, cols = result.row_ind, result.col_ind
+    assert rows.dtype == np.int64 and cols.dtype == np.int64
+    assert len(rows) == len(cols) == min(cost.shape)
+    assert np.all(np.diff(rows) > 0), "row_ind must be sorted and distinct"
+    assert len(np.unique(cols)) == len(cols)
+    assert np.isfinite(cost[rows, cols].astype(np.float64)).all(), "a forbidden pair was assigned"
+    cert = result.verify()
+    assert cert.optimal, cert
+
+
+def assert_same_optimum(cost, maximize=False, **options):
+    """dlap and scipy both raise the same error, or reach the same objective."""
+    picked, error = reference(cost, maximize)
+    try:
+        result = dlap.solve(cost, maximize=maximize, **options)
+    except ValueError as e:
+        assert error is not None, f"dlap raised {e!r}, scipy solved it"
+        assert str(e) == error
+        return None
+    assert error is None, f"scipy raised {error!r}, dlap returned {result.objective}"
+    expected = picked.sum().item() if picked.dtype.kind != "f" else float(picked.astype(np.float64).sum())
+    if isinstance(expected, int):
+        assert result.objective == expected
+    else:
+        scale = float(np.abs(picked.astype(np.float64)).sum()) or 1.0
+        assert abs(result.objective - expected) <= 1e-9 * scale, (result.objective, expected)
+    assert_valid(result, cost, maximize)
+    return result

@@ -1,0 +1,80 @@
+"""The dlap command: solve, generate, demo, bench, and its error path."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dlap import cli, generate
+
+
+def run(*argv):
+    return cli.main(list(argv))
+
+
+def test_demo_prints_objective_time_and_check(capsys):
+    assert run("demo", "--n", "300") == 0
+    out = capsys.readouterr().out
+    assert "objective" in out and "time" in out and "check      optimal" in out
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".csv", ".zarr"])
+def test_generate_then_solve_a_file(tmp_path, capsys, suffix):
+    path = tmp_path / f"m{suffix}"
+    assert run("generate", "--family", "uniform", "--n", "50", "--f", "10", "--out", str(path)) == 0
+    out_npz = tmp_path / "solution.npz"
+    assert run("solve", str(path), "--json", "--out", str(out_npz)) == 0
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    cost = generate.uniform(50, 10, seed=0)
+    from scipy.optimize import linear_sum_assignment
+
+    r, c = linear_sum_assignment(cost)
+    assert info["objective"] == cost[r, c].sum() and info["optimal"]
+    saved = np.load(out_npz)
+    assert cost[saved["row_ind"], saved["col_ind"]].sum() == info["objective"]
+    assert not list(tmp_path.glob(".*")), "no temporary file left behind"
+
+
+def test_solve_generated_with_options(capsys):
+    assert run("solve", "--family", "geometric", "--n", "80", "--method", "classical", "--maximize") == 0
+    assert "dlap classical on cpu" in capsys.readouterr().out
+
+
+def test_bad_matrix_gives_scipy_message_and_exit_code(tmp_path, capsys):
+    path = tmp_path / "bad.csv"
+    path.write_text("1,nan\n2,3\n")
+    assert run("solve", str(path)) == 2
+    assert "matrix contains invalid numeric entries" in capsys.readouterr().err
+
+
+def test_missing_file_and_unknown_format(tmp_path):
+    with pytest.raises(SystemExit, match="no such file"):
+        run("solve", str(tmp_path / "nope.npy"))
+    other = tmp_path / "m.txt"
+    other.write_text("1")
+    with pytest.raises(SystemExit, match="unsupported matrix format"):
+        run("solve", str(other))
+
+
+def test_bench_writes_json_records_and_a_table(tmp_path, capsys):
+    out = tmp_path / "bench.jsonl"
+    code = run("bench", "--n", "60", "--families", "uniform:1", "float", "--solvers", "dlap",
+               "dlap-classical", "scipy", "lap", "--repeat", "2", "--json", str(out))
+    assert code == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 2 * 4
+    for r in records:
+        assert {"solver", "method", "device", "family", "n", "f", "dtype", "seconds", "objective",
+                "timing"} <= set(r)
+        assert r["agrees"] and r["timing"] == "host" and len(r["repeat"]) == 2
+    table = capsys.readouterr().out
+    assert "| uniform f=1 | 60 |" in table and "dlap-auto / lap" in table
+
+
+def test_console_script_entry_point():
+    done = subprocess.run([sys.executable, "-m", "dlap", "demo", "--n", "100", "--json"],
+                          capture_output=True, text=True, check=True)
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    assert info["optimal"] and info["shape"] == [100, 100]

@@ -69,7 +69,7 @@ class InfeasibleError(ValueError):
 def as_cost_array(cost) -> np.ndarray:
     """Return ``cost`` as a 2-D NumPy array the way scipy reads it (no copy when possible)."""
     arr = np.asarray(cost)
-    if arr.dtype.kind in "OSUVc" or arr.dtype.kind not in "biuf":
+    if arr.dtype.kind not in "biuf":
         # scipy's own wording: it attempts a safe cast to float64 and reports its failure.
         if arr.dtype.kind in "SU":
             arr = arr.astype(np.float64)  # raises "could not convert string to float: ..."

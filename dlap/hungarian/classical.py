@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..problem import InfeasibleError
 from ..result import Stats
-from .phases import Progress, initialise, phase
+from .phases import Progress, augment_paths, check, initialise, phase
 
 
 def solve_classical(backend, state, stats: Stats, init: str = "reduction", progress=None) -> None:
@@ -19,12 +19,7 @@ def solve_classical(backend, state, stats: Stats, init: str = "reduction", progr
     initialise(backend, state, init, stats)
     report = Progress(progress, state.n_rows)
     need_compress = True
-    while True:
-        with phase(stats, "optimality_check"):
-            n_free = backend.optimality_check(state)
-        report(n_free)
-        if n_free == 0:
-            break
+    while check(backend, state, stats, report):
         if need_compress:
             with phase(stats, "compress"):
                 backend.compress(state)
@@ -32,11 +27,7 @@ def solve_classical(backend, state, stats: Stats, init: str = "reduction", progr
         with phase(stats, "forward_pass"):
             n_reverse = backend.classical_forward_pass(state)
         if n_reverse:
-            with phase(stats, "reverse_pass"):
-                n_paths = backend.reverse_pass(state)
-            with phase(stats, "augment"):
-                backend.augment(state)
-            stats.paths_per_iteration.append(n_paths)
+            augment_paths(backend, state, stats)
         else:
             with phase(stats, "dual_update"):
                 theta = backend.classical_dual_update(state)

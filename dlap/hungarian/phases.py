@@ -42,6 +42,23 @@ def initialise(backend, state, init: str, stats: Stats) -> None:
     stats.initial_assignments = state.n_rows - backend.optimality_check(state)
 
 
+def check(backend, state, stats: Stats, report) -> int:
+    """Optimality check (section 4.2): the number of free rows, reported to the progress hook."""
+    with phase(stats, "optimality_check"):
+        n_free = backend.optimality_check(state)
+    report(n_free)
+    return n_free
+
+
+def augment_paths(backend, state, stats: Stats) -> None:
+    """Reverse pass (4.3.2) and augmentation pass (4.3.3) over the paths the forward pass found."""
+    with phase(stats, "reverse_pass"):
+        n_paths = backend.reverse_pass(state)
+    with phase(stats, "augment"):
+        backend.augment(state)
+    stats.paths_per_iteration.append(n_paths)
+
+
 class Progress:
     """Calls ``callback(matched, total)`` after augmentations, at most every ``interval`` s."""
 

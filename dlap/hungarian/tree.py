@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..problem import InfeasibleError
 from ..result import Stats
-from .phases import Progress, initialise, phase
+from .phases import Progress, augment_paths, check, initialise, phase
 
 #: roots="auto": search from all free rows while more than this fraction of rows is free
 AUTO_FOREST_FRACTION = 0.25
@@ -31,12 +31,7 @@ def solve_tree(
     stats.method = "tree"
     initialise(backend, state, init, stats)
     report = Progress(progress, state.n_rows)
-    while True:
-        with phase(stats, "optimality_check"):
-            n_free = backend.optimality_check(state)
-        report(n_free)
-        if n_free == 0:
-            break
+    while n_free := check(backend, state, stats, report):
         forest = roots == "all" or (roots == "auto" and n_free > AUTO_FOREST_FRACTION * state.n_rows)
         with phase(stats, "forward_pass"):
             n_reverse = backend.tree_forward_pass(
@@ -44,13 +39,9 @@ def solve_tree(
             )
         if n_reverse < 0:
             raise InfeasibleError()
-        with phase(stats, "reverse_pass"):
-            n_paths = backend.reverse_pass(state)
-        with phase(stats, "augment"):
-            backend.augment(state)
+        augment_paths(backend, state, stats)
         with phase(stats, "dual_update"):
             backend.tree_dual_update(state)
-        stats.paths_per_iteration.append(n_paths)
         stats.iterations += 1
     report(0, final=True)
     stats.dual_updates, stats.phase_counts["rows_scanned"] = backend.counters(state)

@@ -16,6 +16,8 @@ from . import generate
 from .api import METHODS, solve
 
 DEMO_N = 2000
+#: the demo's warm-up instance: large enough that every phase runs, so all kernels are compiled
+DEMO_WARMUP_N = 100
 
 
 def read_matrix(path: str) -> np.ndarray:
@@ -130,7 +132,7 @@ def cmd_demo(args) -> int:
     cost = generate.uniform(args.n, 1.0, seed=args.seed)
     print(f"dlap demo: uniform integer costs in [0, {args.n}), {args.n} x {args.n}")
     start = time.perf_counter()
-    solve(generate.uniform(16, 1.0, seed=args.seed))  # same method and dtype: compiles the kernels
+    solve(generate.uniform(DEMO_WARMUP_N, 1.0))  # same method and dtype: compiles the kernels
     warmup = time.perf_counter() - start
     if not args.json and warmup > 0.5:
         print(f"(compiled the kernels in {warmup:.1f} s; cached for later runs)")

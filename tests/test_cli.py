@@ -20,7 +20,6 @@ def test_demo_prints_objective_time_and_check(capsys):
     assert "objective" in out and "time" in out and "check      optimal" in out
 
 
-@pytest.mark.parametrize("suffix", [".npy", ".csv", ".zarr"])
 def test_demo_warmup_runs_every_phase():
     # otherwise the demo's timed solve would include compiling the kernels the warm-up skipped
     from dlap import solve
@@ -29,6 +28,7 @@ def test_demo_warmup_runs_every_phase():
     assert {"compress", "forward_pass", "reverse_pass", "augment", "dual_update"} <= set(counts)
 
 
+@pytest.mark.parametrize("suffix", [".npy", ".csv", ".zarr"])
 def test_generate_then_solve_a_file(tmp_path, capsys, suffix):
     path = tmp_path / f"m{suffix}"
     assert run("generate", "--family", "uniform", "--n", "50", "--f", "10", "--out", str(path)) == 0

@@ -6,10 +6,10 @@ import time
 
 import numpy as np
 
-from .problem import Problem, prepare
+from .problem import Problem, array_module, is_device_array, prepare
 from .result import Assignment, Stats
 
-METHODS = ("auto", "classical", "tree")
+METHODS = ("auto", "classical", "tree", "hybrid")
 DEVICES = ("auto", "cpu", "gpu")
 INITS = ("auto", "jv", "reduction")
 
@@ -30,6 +30,7 @@ def linear_sum_assignment(cost, maximize: bool = False, **options):
     -------
     row_ind, col_ind : int64 arrays
         The optimal assignment, ``row_ind`` sorted; ``cost[row_ind, col_ind].sum()`` is optimal.
+        CuPy arrays when ``cost`` is a CuPy array.
 
     Raises
     ------
@@ -56,13 +57,17 @@ def solve(
     Parameters
     ----------
     cost : array_like, 2-D
-        Cost matrix (any shape; ``+inf`` forbidden). Never modified.
+        Cost matrix (any shape; ``+inf`` forbidden). Never modified. A CuPy array is solved on its
+        GPU without a host copy, and the results are CuPy arrays.
     maximize : bool
-    method : {"auto", "classical", "tree"}
-        The variant of Date & Nagi (2016). ``"auto"``: classical for integer costs spanning at most
-        n values, the alternating tree variant otherwise (see :func:`choose_method`).
+    method : {"auto", "classical", "tree", "hybrid"}
+        The variant of Date & Nagi (2016), or the hybrid (classical while the zero-slack graph
+        holds paths, then tree; see :mod:`dlap.hungarian.hybrid`). ``"auto"``: on a GPU the
+        hybrid; on the CPU classical for integer costs spanning at most n values and the tree
+        variant otherwise (see :func:`choose_method`).
     device : {"auto", "cpu", "gpu"}
-        ``"auto"``: the CPU in this version; ``"gpu"`` raises until the GPU backend lands.
+        ``"auto"``: the GPU for a CuPy array, or for a matrix of at least ``GPU_MIN_ENTRIES``
+        entries when CuPy sees a GPU; the CPU otherwise.
     init : {"auto", "jv", "reduction"}
         ``"reduction"`` is the paper's initial reduction; ``"jv"`` adds Jonker-Volgenant column
         reduction, reduction transfer and augmenting row reduction (``"auto"``: ``"jv"``).
@@ -78,22 +83,29 @@ def solve(
     ValueError
         scipy's errors (see :func:`linear_sum_assignment`) and unknown option values.
     RuntimeError
-        ``device="gpu"``: no GPU backend in this version.
+        ``device="gpu"`` where CuPy is not installed or sees no GPU.
+    MemoryError
+        the matrix (or the copy the solve needs) does not fit in free GPU memory; raised before
+        anything is allocated, with the sizes.
     """
     _check_choice("method", method, METHODS)
     _check_choice("device", device, DEVICES)
     _check_choice("init", init, INITS)
+    start = time.perf_counter()
+    device = choose_device(cost, device)
+    if device == "cpu" and is_device_array(cost):
+        cost = cost.get()  # the CPU solves a host copy; results go back to the caller's GPU
     problem = prepare(cost, maximize)
     backend = _backend(device)
     stats = Stats(device=backend.device)
-    start = time.perf_counter()
     if problem.matrix.size == 0:
         row_match, u, v = np.empty(0, dtype=np.int64), np.zeros(problem.n_rows), np.zeros(problem.n_cols)
         stats.method = method
     else:
         row_match, u, v = _run(backend, problem, stats, method, init, roots, progress)
+    result = _assignment(problem, row_match, u, v, stats)
     stats.seconds = time.perf_counter() - start
-    return _assignment(problem, row_match, u, v, stats)
+    return result
 
 
 def _check_choice(name: str, value, allowed) -> None:
@@ -101,27 +113,67 @@ def _check_choice(name: str, value, allowed) -> None:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
 
 
+#: device="auto" takes the GPU for matrices of at least this many entries (below it, the launch and
+#: copy overheads of a GPU solve exceed the CPU's whole solve)
+GPU_MIN_ENTRIES = 512 * 512
+
+
+def gpu_available() -> bool:
+    """Whether CuPy is installed and sees a CUDA GPU."""
+    try:
+        from .backends.gpu import gpu_available as visible
+    except ImportError:
+        return False
+    return visible()
+
+
+def choose_device(cost, device: str) -> str:
+    """The device a solve runs on (see :func:`solve`'s ``device``)."""
+    if device == "gpu":
+        if not gpu_available():
+            raise RuntimeError(
+                "device='gpu' needs CuPy and a CUDA GPU (pip install 'dlap[gpu]'); none is visible"
+            )
+        return "gpu"
+    if device == "cpu":
+        return "cpu"
+    if is_device_array(cost):
+        return "gpu"
+    size = getattr(cost, "size", None)
+    if size is None:
+        size = np.size(cost)
+    return "gpu" if size >= GPU_MIN_ENTRIES and gpu_available() else "cpu"
+
+
 def _backend(device: str):
     if device == "gpu":
-        raise RuntimeError(
-            "device='gpu': this version of dlap has no GPU backend yet; use device='cpu' or 'auto'"
-        )
+        from .backends.gpu import GPUBackend  # CuPy is imported on first GPU solve
+
+        return GPUBackend()
     from .backends.cpu import CPUBackend  # Numba is imported on first solve, not by `import dlap`
 
     return CPUBackend()
 
 
 def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress):
-    from .hungarian import solve_classical, solve_tree
+    from .hungarian import solve_classical, solve_hybrid, solve_tree
 
     state = backend.allocate(problem)
     init = "jv" if init == "auto" else init
-    method = choose_method(problem) if method == "auto" else method
+    gpu = backend.device == "gpu"
+    if method == "auto":
+        method = "hybrid" if gpu else choose_method(problem)
+    if roots == "auto" and gpu:
+        roots = "all"  # one tree per iteration leaves a GPU idle: the parallel search pays there
     with _progress_bar(progress, problem.n_rows) as callback:
         if method == "classical":
             solve_classical(backend, state, stats, init=init, progress=callback)
+        elif method == "hybrid":
+            solve_hybrid(backend, state, stats, init=init, progress=callback)
         else:
             solve_tree(backend, state, stats, init=init, roots=roots, progress=callback)
+    if problem.on_device:
+        return backend.to_device(state)
     return backend.to_host(state)
 
 
@@ -171,17 +223,21 @@ class _progress_bar:
 
 
 def _assignment(problem: Problem, row_match, u, v, stats: Stats) -> Assignment:
-    """Map the internal solution (min form, rows <= cols) back to the caller's matrix."""
-    rows = np.arange(problem.n_rows, dtype=np.int64)
-    cols = np.asarray(row_match, dtype=np.int64)
-    row_duals, col_duals = np.array(u, dtype=np.float64), np.array(v, dtype=np.float64)
+    """Map the internal solution (min form, rows <= cols) back to the caller's matrix.
+
+    The arrays are of the caller's kind: CuPy for a CuPy matrix (whatever device solved it).
+    """
+    original = problem.original
+    xp = array_module(original)
+    rows = xp.arange(problem.n_rows, dtype=np.int64)
+    cols = xp.asarray(row_match, dtype=np.int64)
+    row_duals, col_duals = xp.array(u, dtype=np.float64), xp.array(v, dtype=np.float64)
     if problem.transposed:
-        order = np.argsort(cols, kind="stable")
+        order = xp.argsort(cols)  # a permutation's values are distinct: any sort is stable
         rows, cols = cols[order], rows[order]
         row_duals, col_duals = col_duals, row_duals
     if problem.maximize:
         row_duals, col_duals = -row_duals, -col_duals
-    original = problem.original
     picked = original[rows, cols]
     if original.dtype.kind in "biu":
         objective = int(sum(picked.tolist()))  # Python ints: exact for every integer dtype

@@ -131,13 +131,16 @@ def cmd_generate(args) -> int:
 def cmd_demo(args) -> int:
     cost = generate.uniform(args.n, 1.0, seed=args.seed)
     print(f"dlap demo: uniform integer costs in [0, {args.n}), {args.n} x {args.n}")
+    from .api import choose_device
+
+    device = choose_device(cost, "auto")  # the embedded default: the GPU when one is visible
     start = time.perf_counter()
-    solve(generate.uniform(DEMO_WARMUP_N, 1.0))  # same method and dtype: compiles the kernels
+    solve(generate.uniform(DEMO_WARMUP_N, 1.0), device=device)  # same method, dtype and device: compiles the kernels
     warmup = time.perf_counter() - start
     if not args.json and warmup > 0.5:
         print(f"(compiled the kernels in {warmup:.1f} s; cached for later runs)")
     start = time.perf_counter()
-    result = solve(cost, progress=True)
+    result = solve(cost, device=device, progress=True)
     seconds = time.perf_counter() - start
     info = _report(result, f"uniform f=1 n={args.n} seed={args.seed}", seconds, args.json)
     return 0 if info["optimal"] else 1
@@ -146,11 +149,23 @@ def cmd_demo(args) -> int:
 def cmd_bench(args) -> int:
     from . import bench
 
+    gpu = args.device == "gpu"
+    if args.n is None and args.families is None and gpu:
+        cases = bench.GPU_CASES
+    else:
+        cases = bench.grid(args.n or [1000, 2000, 4000], args.families or ["uniform:1", "uniform:10", "float"])
+    solvers = args.solvers or (bench.GPU_SOLVERS if gpu else ["dlap", "lap", "scipy"])
     records = bench.run(
-        args.n, args.families, args.solvers, repeat=args.repeat, seed=args.seed, out=args.json,
+        cases, solvers, repeat=args.repeat, seed=args.seed, out=args.json,
+        timings=("host", "device") if gpu else ("host",), peer_budget=args.peer_budget,
     )
     print()
-    print(bench.table(records))
+    text = bench.table(records)
+    print(text)
+    if args.markdown:
+        write_atomically(args.markdown, lambda tmp: Path(tmp).write_text(text + "\n"))
+    if args.plot:
+        write_atomically(args.plot, lambda tmp: bench.plot(records, tmp))
     if args.json:
         print(f"\nJSON records appended to {args.json}")
     return 0 if all(r["agrees"] for r in records) else 1
@@ -191,14 +206,22 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_demo)
 
     p = sub.add_parser("bench", help="dlap and its peers side by side on the same instances")
-    p.add_argument("--n", type=int, nargs="+", default=[1000, 2000, 4000])
-    p.add_argument("--families", nargs="+", default=["uniform:1", "uniform:10", "float"],
-                   help="family[:f], e.g. uniform:0.1 geometric machol-wien ties")
-    p.add_argument("--solvers", nargs="+", default=["dlap", "lap", "scipy"],
-                   help="dlap, dlap-tree, dlap-classical, scipy, lap")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                   help="gpu: the ANCHORS.md grid plus geometric and float instances, GPU solvers "
+                        "timed from the host and from the GPU, against lap and scipy")
+    p.add_argument("--n", type=int, nargs="+", help="sizes (default 1000 2000 4000)")
+    p.add_argument("--families", nargs="+",
+                   help="family[:f], e.g. uniform:0.1 geometric machol-wien ties (default uniform:1 uniform:10 float)")
+    p.add_argument("--solvers", nargs="+",
+                   help="dlap, dlap-tree, dlap-classical, dlap-hybrid, dlap-gpu, dlap-gpu-tree, "
+                        "dlap-gpu-classical, dlap-gpu-hybrid, scipy, lap")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--peer-budget", type=float, default=60.0,
+                   help="skip a CPU solver where its extrapolated time passes this many seconds")
     p.add_argument("--json", help="append JSON records to this file")
+    p.add_argument("--markdown", help="write the summary table to this file")
+    p.add_argument("--plot", help="write a PNG plot of the times to this file")
     p.set_defaults(run=cmd_bench)
     return top
 

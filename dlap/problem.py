@@ -10,10 +10,14 @@ Dtype policy (DESIGN.md, "Input dtype kept"): int32, int64, float32 and float64 
 a 4-byte matrix is read as 4 bytes; smaller integers and bool widen to int32, uint32 to int64,
 float16 to float32. uint64 follows scipy and becomes float64. Integer matrices are solved exactly
 while their entries stay below 2**53 in magnitude (the duals are float64).
+
+A CuPy array is validated and normalised on its GPU (the same rules, the same errors); copies it
+needs there are refused before allocation when they do not fit in free device memory.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,10 +40,15 @@ class Problem:
     :meth:`dlap.Assignment.verify`.
     """
 
-    matrix: np.ndarray
+    matrix: np.ndarray  # or a CuPy array, when the caller's matrix is on a GPU
     transposed: bool
     maximize: bool
     original: np.ndarray
+
+    @property
+    def on_device(self) -> bool:
+        """Whether the matrix is a CuPy array (on a GPU)."""
+        return is_device_array(self.matrix)
 
     @property
     def n_rows(self) -> int:
@@ -66,9 +75,26 @@ class InfeasibleError(ValueError):
         super().__init__(message)
 
 
+def is_device_array(x) -> bool:
+    """Whether ``x`` is a CuPy array (checked without importing CuPy)."""
+    return type(x).__module__.split(".")[0] == "cupy"
+
+
+def array_module(x):
+    """``cupy`` for a CuPy array, ``numpy`` for anything else."""
+    if is_device_array(x):
+        import cupy
+
+        return cupy
+    return np
+
+
 def as_cost_array(cost) -> np.ndarray:
-    """Return ``cost`` as a 2-D NumPy array the way scipy reads it (no copy when possible)."""
-    arr = np.asarray(cost)
+    """Return ``cost`` as a 2-D array the way scipy reads it (no copy when possible).
+
+    CuPy arrays stay CuPy arrays; anything else becomes a NumPy array.
+    """
+    arr = cost if is_device_array(cost) else np.asarray(cost)
     if arr.dtype.kind not in "biuf":
         # scipy's own wording: it attempts a safe cast to float64 and reports its failure.
         if arr.dtype.kind in "SU":
@@ -118,8 +144,8 @@ def check_entries(matrix: np.ndarray) -> None:
     for start in range(0, n_rows, step):
         block = matrix[start : start + step]
         # NaN and -inf are the only values whose minimum-compare fails: min(block) is NaN or -inf.
-        low = block.min() if block.size else 0.0
-        if np.isnan(low) or low == -np.inf:
+        low = float(block.min()) if block.size else 0.0
+        if math.isnan(low) or low == -math.inf:
             raise ValueError(MSG_INVALID)
 
 
@@ -134,15 +160,21 @@ def prepare(cost, maximize: bool = False) -> Problem:
         object or complex input, as scipy.
     """
     original = as_cost_array(cost)
+    xp = array_module(original)
     dtype = working_dtype(original.dtype, bool(maximize))
     matrix = original
     transposed = original.shape[0] > original.shape[1]
     if transposed:
         matrix = matrix.T
+    copies = transposed or maximize or dtype != original.dtype or not original.flags.c_contiguous
+    if xp is not np and copies:
+        from .backends.gpu import require_device_memory
+
+        require_device_memory(original.size * dtype.itemsize, f"a copy of the {original.shape} cost matrix")
     if maximize:
         # negation writes a new array; the caller's matrix is untouched.
-        matrix = np.negative(matrix, dtype=dtype) if dtype.kind == "f" else -matrix.astype(dtype)
+        matrix = xp.negative(matrix, dtype=dtype) if dtype.kind == "f" else -matrix.astype(dtype)
     # no copy when the caller's matrix is already contiguous in the working dtype: solvers only read it.
-    matrix = np.ascontiguousarray(matrix, dtype=dtype)
+    matrix = xp.ascontiguousarray(matrix, dtype=dtype)
     check_entries(matrix)
     return Problem(matrix=matrix, transposed=transposed, maximize=bool(maximize), original=original)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .problem import array_module
+
 _BLOCK_ELEMENTS = 1 << 22  # matrix entries per block when verifying (bounded temporaries)
 
 
@@ -116,31 +118,33 @@ class Assignment:
         ``cost`` defaults to the matrix that was solved. Integer costs must close the gap exactly;
         float costs within ``rtol`` of the magnitudes summed (objective, assigned costs, duals).
         """
-        c = np.asarray(self.cost if cost is None else cost)
+        c = self.cost if cost is None else cost
+        xp = array_module(c)  # a CuPy matrix is checked on its GPU
+        c = xp.asarray(c)
         if c.ndim != 2 or c.size == 0:
             return Certificate(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, True)
         sign = -1.0 if self.maximize else 1.0
-        u = sign * np.asarray(self.row_duals, dtype=np.float64)
-        v = sign * np.asarray(self.col_duals, dtype=np.float64)
+        u = sign * xp.asarray(self.row_duals, dtype=np.float64)
+        v = sign * xp.asarray(self.col_duals, dtype=np.float64)
         primal = sign * float(self.objective)
         # Work in the orientation where rows <= cols: there every row is assigned and the column
         # duals of a rectangular problem must be <= 0 (LP dual of sum_i x_ij <= 1).
-        rows, cols = self.row_ind, self.col_ind
+        rows, cols = xp.asarray(self.row_ind), xp.asarray(self.col_ind)
         if c.shape[0] > c.shape[1]:
             c, u, v, rows, cols = c.T, v, u, cols, rows
-        assigned = np.zeros(c.shape[1], dtype=bool)
-        assigned[cols] = True
+        assigned = xp.zeros(c.shape[1], dtype=bool)
+        assigned[xp.asarray(cols)] = True
         rectangular = c.shape[0] < c.shape[1]
-        v_bounded = np.minimum(v, 0.0) if rectangular else v
+        v_bounded = xp.minimum(v, 0.0) if rectangular else v
         slack_cs = 0.0
         if rectangular:
-            slack_cs = float(np.abs(v[~assigned]).max(initial=0.0))
+            slack_cs = _max0(xp.abs(v[~assigned]))
         matched = sign * c[rows, cols].astype(np.float64)
-        slack_cs = max(slack_cs, float(np.abs(matched - u[rows] - v[cols]).max(initial=0.0)))
+        slack_cs = max(slack_cs, _max0(xp.abs(matched - u[rows] - v[cols])))
 
         # dual feasibility of the solver's duals, and the repaired duals u'_i = min_j (c_ij - v_j)
         violation = 0.0
-        u_repaired = np.empty_like(u)
+        u_repaired = xp.empty_like(u)
         step = max(1, _BLOCK_ELEMENTS // c.shape[1])
         for start in range(0, c.shape[0], step):
             block = sign * c[start : start + step].astype(np.float64)
@@ -148,14 +152,14 @@ class Assignment:
             u_repaired[start : start + step] = reduced.min(axis=1)
             reduced -= u[start : start + step, None]
             violation = max(violation, float(-reduced.min()))
-        violation = max(violation, 0.0, float(v.max(initial=0.0)) if rectangular else 0.0)
+        violation = max(violation, 0.0, _max0(v) if rectangular else 0.0)
         bound = float(u_repaired.sum() + v_bounded.sum())
         gap = abs(primal - bound)
         # rounding in the bound grows with the magnitudes summed, not with the (possibly
         # cancelling) objective: scale the gap by the largest of them
         scale = max(
-            abs(primal), float(np.abs(matched).sum()),
-            float(np.abs(u_repaired).sum() + np.abs(v_bounded).sum()), 1e-300,
+            abs(primal), float(xp.abs(matched).sum()),
+            float(xp.abs(u_repaired).sum() + xp.abs(v_bounded).sum()), 1e-300,
         )
         if np.issubdtype(c.dtype, np.integer) or c.dtype == bool:
             optimal = gap < 1.0  # integer objectives differ by at least 1: a gap below 1 closes it
@@ -170,3 +174,8 @@ class Assignment:
             max_slackness_violation=slack_cs,
             optimal=bool(optimal and np.isfinite(bound)),
         )
+
+
+def _max0(x) -> float:
+    """max(0, largest entry of x) for NumPy and CuPy arrays (CuPy's max has no ``initial``)."""
+    return max(0.0, float(x.max())) if x.size else 0.0

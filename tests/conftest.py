@@ -10,6 +10,7 @@ CONFIGS = [
     pytest.param({"method": "tree", "init": "jv", "roots": "all"}, id="tree-jv-all"),
     pytest.param({"method": "classical", "init": "reduction"}, id="classical-paper"),
     pytest.param({"method": "classical", "init": "jv"}, id="classical-jv"),
+    pytest.param({"method": "hybrid"}, id="hybrid"),
 ]
 
 

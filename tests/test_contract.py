@@ -127,6 +127,17 @@ def test_unknown_options_are_refused(name, value):
         dlap.solve([[1.0, 2.0], [3.0, 4.0]], method="tree", roots="some")
 
 
-def test_gpu_device_says_it_is_not_there_yet():
-    with pytest.raises(RuntimeError, match="no GPU backend"):
+def test_gpu_device_without_a_gpu_is_refused_clearly():
+    from dlap.api import gpu_available
+
+    if gpu_available():
+        pytest.skip("a GPU is visible here")
+    with pytest.raises(RuntimeError, match="needs CuPy and a CUDA GPU"):
         dlap.solve([[1.0]], device="gpu")
+
+
+def test_auto_device_is_the_cpu_without_a_gpu():
+    from dlap.api import gpu_available
+
+    result = dlap.solve(np.ones((600, 600)))
+    assert result.stats.device == ("gpu" if gpu_available() else "cpu")

@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+import numpy as np
+
 from ..hungarian.state import HungarianState
 from ..problem import Problem
+
+#: zero-slack tolerance factor for float costs in the classical variant: a few ulps of
+#: |c| + |u| + |v|, a bound on the rounding error of c - u - v (no fixed epsilon)
+FLOAT_TOL_SCALE = 8 * np.finfo(np.float64).eps
 
 
 class Backend(ABC):
@@ -66,6 +72,9 @@ class Backend(ABC):
     @abstractmethod
     def augment(self, state: HungarianState) -> None:
         """Section 4.3.3: flip the edges along the kept paths."""
+
+    def synchronize(self, state: HungarianState) -> None:
+        """Wait for the device's queued work (so a phase's time is its own; no-op on the CPU)."""
 
     @abstractmethod
     def counters(self, state: HungarianState) -> tuple[int, int]:

@@ -7,10 +7,7 @@ import numpy as np
 from ..hungarian.state import HungarianState
 from ..problem import Problem
 from . import cpu_kernels as k
-from .base import Backend
-
-#: zero-slack tolerance factor for float costs: a few ulps of |c| + |u| + |v| (see cpu_kernels)
-FLOAT_TOL_SCALE = 8 * np.finfo(np.float64).eps
+from .base import FLOAT_TOL_SCALE, Backend
 #: augmenting row reduction: passes (as JV) and row visits per pass, in multiples of n
 ARR_PASSES = 2
 ARR_BUDGET_PER_ROW = 4
@@ -22,32 +19,8 @@ class CPUBackend(Backend):
     device = "cpu"
 
     def allocate(self, problem: Problem) -> HungarianState:
-        cost = problem.matrix
-        n_rows, n_cols = cost.shape
-        idx = lambda n: np.full(n, -1, dtype=np.int64)  # noqa: E731 - sentinel-filled index array
-        return HungarianState(
-            cost=cost,
-            u=np.zeros(n_rows),
-            v=np.zeros(n_cols),
-            row_match=idx(n_rows),
-            col_match=idx(n_cols),
-            row_pred=idx(n_rows),
-            col_pred=idx(n_cols),
-            succ_row=idx(n_rows),
-            slack=np.empty(n_cols),
-            free_rows=idx(n_rows),
-            rows_q=idx(n_rows),
-            reverse=idx(n_cols),
-            aug_roots=idx(n_rows),
-            row_level=np.zeros(n_rows),
-            col_level=np.zeros(n_cols),
-            v_open=np.empty(n_cols),
-            forest_cols=idx(n_cols),
-            row_seen=np.zeros(n_rows, dtype=np.bool_),
-            col_seen=np.zeros(n_cols, dtype=np.bool_),
-            claimed=np.zeros(n_rows, dtype=np.bool_),
-            counters=np.zeros(2, dtype=np.int64),
-            tol_scale=0.0 if problem.is_integer else FLOAT_TOL_SCALE,
+        return HungarianState.allocate(
+            problem.matrix, np, np.int64, np.bool_, 0.0 if problem.is_integer else FLOAT_TOL_SCALE
         )
 
     def initial_reduction(self, state, columns):

@@ -10,31 +10,45 @@ from __future__ import annotations
 
 from ..problem import InfeasibleError
 from ..result import Stats
-from .phases import Progress, augment_paths, check, initialise, phase
+from .phases import PhaseTimer, Progress, augment_paths, check, initialise
+
+
+def classical_search(backend, state, stats: Stats, phase: PhaseTimer, compressed: bool) -> bool:
+    """Compression (when the duals changed since the last one) and the BFS forward pass, then the
+    reverse and augmentation passes over the paths found. Returns whether any path was found;
+    when none was, the caller decides between the dual update and another variant."""
+    if not compressed:
+        with phase("compress"):
+            backend.compress(state)
+    with phase("forward_pass"):
+        n_reverse = backend.classical_forward_pass(state)
+    if n_reverse:
+        augment_paths(backend, state, stats, phase)
+    stats.iterations += 1
+    return bool(n_reverse)
+
+
+def classical_dual_update(backend, state, stats: Stats, phase: PhaseTimer) -> None:
+    """The two-stage dual update after a forward pass that reached no free column."""
+    with phase("dual_update"):
+        theta = backend.classical_dual_update(state)
+    if theta == float("inf"):
+        raise InfeasibleError()
+    stats.dual_updates += 1
 
 
 def solve_classical(backend, state, stats: Stats, init: str = "reduction", progress=None) -> None:
     """Run the classical variant to optimality on ``state`` (mutated in place)."""
     stats.method = "classical"
-    initialise(backend, state, init, stats)
+    phase = PhaseTimer(stats, backend, state)
+    initialise(backend, state, init, stats, phase)
     report = Progress(progress, state.n_rows)
-    need_compress = True
-    while check(backend, state, stats, report):
-        if need_compress:
-            with phase(stats, "compress"):
-                backend.compress(state)
-            need_compress = False
-        with phase(stats, "forward_pass"):
-            n_reverse = backend.classical_forward_pass(state)
-        if n_reverse:
-            augment_paths(backend, state, stats)
+    compressed = False
+    while check(backend, state, phase, report):
+        if not classical_search(backend, state, stats, phase, compressed):
+            classical_dual_update(backend, state, stats, phase)
+            compressed = False
         else:
-            with phase(stats, "dual_update"):
-                theta = backend.classical_dual_update(state)
-            if theta == float("inf"):
-                raise InfeasibleError()
-            stats.dual_updates += 1
-            need_compress = True
-        stats.iterations += 1
+            compressed = True
     report(0, final=True)
     stats.phase_counts["bfs_levels"] = backend.counters(state)[1]

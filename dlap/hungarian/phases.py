@@ -9,17 +9,27 @@ from ..problem import InfeasibleError
 from ..result import Stats
 
 
-@contextmanager
-def phase(stats: Stats, name: str):
-    """Time one execution of a phase into ``stats`` (Fig. 3 of the paper: time per phase)."""
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        stats.add(name, time.perf_counter() - start)
+class PhaseTimer:
+    """Times each execution of a phase into ``stats`` (Fig. 3 of the paper: time per phase).
+
+    The backend is synchronised when a phase ends, so on a GPU a phase's time is the time of its
+    own kernels, not of whatever was queued before it.
+    """
+
+    def __init__(self, stats: Stats, backend, state):
+        self.stats, self.backend, self.state = stats, backend, state
+
+    @contextmanager
+    def __call__(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.backend.synchronize(self.state)
+            self.stats.add(name, time.perf_counter() - start)
 
 
-def initialise(backend, state, init: str, stats: Stats) -> None:
+def initialise(backend, state, init: str, stats: Stats, phase: PhaseTimer) -> None:
     """Dual-feasible start and first assignment.
 
     ``init="reduction"`` is the paper's initial reduction (section 4.1: row then column
@@ -29,7 +39,7 @@ def initialise(backend, state, init: str, stats: Stats) -> None:
     rows; both leave feasible duals, so the Hungarian phases continue from either.
     """
     stats.init = init
-    with phase(stats, "initial_reduction"):
+    with phase("initial_reduction"):
         if init == "jv":
             feasible = backend.jv_initialisation(state)
         else:
@@ -42,19 +52,21 @@ def initialise(backend, state, init: str, stats: Stats) -> None:
     stats.initial_assignments = state.n_rows - backend.optimality_check(state)
 
 
-def check(backend, state, stats: Stats, report) -> int:
+def check(backend, state, phase: PhaseTimer, report) -> int:
     """Optimality check (section 4.2): the number of free rows, reported to the progress hook."""
-    with phase(stats, "optimality_check"):
+    with phase("optimality_check"):
         n_free = backend.optimality_check(state)
     report(n_free)
     return n_free
 
 
-def augment_paths(backend, state, stats: Stats) -> None:
+def augment_paths(backend, state, stats: Stats, phase: PhaseTimer) -> None:
     """Reverse pass (4.3.2) and augmentation pass (4.3.3) over the paths the forward pass found."""
-    with phase(stats, "reverse_pass"):
+    with phase("reverse_pass"):
         n_paths = backend.reverse_pass(state)
-    with phase(stats, "augment"):
+    if n_paths == 0:  # a forward pass that reached a free column always yields a path
+        raise RuntimeError("dlap internal error: the reverse pass kept no augmenting path")
+    with phase("augment"):
         backend.augment(state)
     stats.paths_per_iteration.append(n_paths)
 

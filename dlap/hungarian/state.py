@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 
 @dataclass
 class HungarianState:
@@ -60,3 +62,21 @@ class HungarianState:
     @property
     def n_cols(self) -> int:
         return self.cost.shape[1]
+
+    @classmethod
+    def allocate(cls, cost, xp, index_dtype, flag_dtype, tol_scale: float, **extra):
+        """The state for ``cost`` with arrays from ``xp`` (NumPy or CuPy): indices of
+        ``index_dtype`` filled with -1, flags of ``flag_dtype``, float64 duals and levels.
+        ``extra`` fills the fields a backend's subclass adds."""
+        n_rows, n_cols = cost.shape
+        idx = lambda n: xp.full(n, -1, dtype=index_dtype)  # noqa: E731 - sentinel-filled index array
+        return cls(
+            cost=cost, u=xp.zeros(n_rows), v=xp.zeros(n_cols),
+            row_match=idx(n_rows), col_match=idx(n_cols), row_pred=idx(n_rows), col_pred=idx(n_cols),
+            succ_row=idx(n_rows), slack=xp.empty(n_cols), free_rows=idx(n_rows), rows_q=idx(n_rows),
+            reverse=idx(n_cols), aug_roots=idx(n_rows), row_level=xp.zeros(n_rows),
+            col_level=xp.zeros(n_cols), v_open=xp.empty(n_cols), forest_cols=idx(n_cols),
+            row_seen=xp.zeros(n_rows, dtype=flag_dtype), col_seen=xp.zeros(n_cols, dtype=flag_dtype),
+            claimed=xp.zeros(n_rows, dtype=flag_dtype), counters=xp.zeros(2, dtype=np.int64),
+            tol_scale=tol_scale, **extra,
+        )

@@ -16,10 +16,24 @@ from __future__ import annotations
 
 from ..problem import InfeasibleError
 from ..result import Stats
-from .phases import Progress, augment_paths, check, initialise, phase
+from .phases import PhaseTimer, Progress, augment_paths, check, initialise
 
 #: roots="auto": search from all free rows while more than this fraction of rows is free
 AUTO_FOREST_FRACTION = 0.25
+
+
+def tree_search(backend, state, stats: Stats, phase: PhaseTimer, n_free: int, roots: str) -> None:
+    """One iteration after the optimality check: forward pass, reverse pass, augmentation and the
+    dual update of the forest."""
+    forest = roots == "all" or (roots == "auto" and n_free > AUTO_FOREST_FRACTION * state.n_rows)
+    with phase("forward_pass"):
+        n_reverse = backend.tree_forward_pass(state, n_roots=n_free if forest else 1, collect_ties=forest)
+    if n_reverse < 0:
+        raise InfeasibleError()
+    augment_paths(backend, state, stats, phase)
+    with phase("dual_update"):
+        backend.tree_dual_update(state)
+    stats.iterations += 1
 
 
 def solve_tree(
@@ -29,19 +43,10 @@ def solve_tree(
     if roots not in ("all", "one", "auto"):
         raise ValueError(f"roots must be 'all', 'one' or 'auto', got {roots!r}")
     stats.method = "tree"
-    initialise(backend, state, init, stats)
+    phase = PhaseTimer(stats, backend, state)
+    initialise(backend, state, init, stats, phase)
     report = Progress(progress, state.n_rows)
-    while n_free := check(backend, state, stats, report):
-        forest = roots == "all" or (roots == "auto" and n_free > AUTO_FOREST_FRACTION * state.n_rows)
-        with phase(stats, "forward_pass"):
-            n_reverse = backend.tree_forward_pass(
-                state, n_roots=n_free if forest else 1, collect_ties=forest
-            )
-        if n_reverse < 0:
-            raise InfeasibleError()
-        augment_paths(backend, state, stats)
-        with phase(stats, "dual_update"):
-            backend.tree_dual_update(state)
-        stats.iterations += 1
+    while n_free := check(backend, state, phase, report):
+        tree_search(backend, state, stats, phase, n_free, roots)
     report(0, final=True)
     stats.dual_updates, stats.phase_counts["rows_scanned"] = backend.counters(state)

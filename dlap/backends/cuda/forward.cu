@@ -1,0 +1,236 @@
+// The forward passes of both variants (Date & Nagi 2016, section 4.3.1) as persistent kernels:
+// launched cooperatively (one block per multiprocessor, all resident), they loop over BFS levels
+// or Dijkstra steps on the device with the grid barrier of common.cuh, so a whole search is one
+// launch and one read of the control block (DESIGN.md, "GPU: launches and syncs").
+
+// Forward pass (Algorithm 3), persistent: BFS over the zero-slack graph from every free row, one
+// level per grid-wide barrier, until no row is left to expand. A column is claimed by the first
+// row that reaches it (atomicExch: the paper's race), so the trees are vertex-disjoint
+// (Proposition 1); a free column reached is marked "reverse"; an assigned one brings its row
+// into the next level (contraction). col_seen marks the covered columns for the dual update.
+extern "C" __global__ void __launch_bounds__(1024, 1)
+classical_forward_pass(const long long* row_ptr, const int* col_idx, const int* col_match,
+                       const int* free_rows, int n_cols, int* col_pred, int* row_pred,
+                       int* col_seen, int* rows_q, int* reverse, u64* ctl, unsigned int* barrier) {
+    const long long tid = global_thread(), n_threads = grid_threads();
+    const int n_free = static_cast<int>(ctl[CTL_N_FREE]);
+    for (long long j = tid; j < n_cols; j += n_threads) col_seen[j] = 0;
+    for (long long r = tid; r < n_free; r += n_threads) {
+        rows_q[r] = free_rows[r];
+        row_pred[free_rows[r]] = -1;
+    }
+    if (tid == 0) {
+        ctl[CTL_N_REV] = 0;
+        ctl[CTL_N_PATHS] = 0;
+        ctl[CTL_ROTATE] = 0;
+    }
+    grid_sync(barrier);
+    // Level L appends its new rows after `tail` and counts them in rotating slot L % 3; every
+    // thread reads that count after the barrier, so all agree on the next level's extent (a
+    // shared running total read at the top of a level would race with blocks already appending).
+    int head = 0, tail = n_free;
+    long long levels = 0;
+    while (head < tail) {
+        u64* added = &ctl[CTL_ROTATE + levels % 3];
+        if (tid == 0) ctl[CTL_ROTATE + (levels + 1) % 3] = 0;  // last read two barriers ago
+        ++levels;
+        for (long long q = head + tid; q < tail; q += n_threads) {  // expansion
+            const int i = ld(&rows_q[q]);
+            for (long long e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
+                const int j = col_idx[e];
+                if (ld(&col_seen[j]) || atomicExch(&col_seen[j], 1)) continue;
+                col_pred[j] = i;
+                const int k = col_match[j];
+                if (k < 0) {
+                    reverse[atomicAdd(&ctl[CTL_N_REV], 1ULL)] = j;
+                } else {  // contraction: the matched row joins the next level
+                    row_pred[k] = j;
+                    rows_q[tail + static_cast<long long>(atomicAdd(added, 1ULL))] = k;
+                }
+            }
+        }
+        grid_sync(barrier);
+        head = tail;
+        tail += static_cast<int>(ld(added));
+    }
+    if (tid == 0) ctl[CTL_N_Q] = tail;
+    if (tid == 0) ctl[CTL_SCANNED] += levels;
+}
+
+// Tree variant (Algorithm 4 with Algorithm 9 folded in), one persistent kernel per search.
+//
+// The search is the CPU backend's, run level-synchronously: every free row is a root at dual
+// level 0; slack[j] is the level at which column j becomes tight (relative to the start of the
+// search, so the dual update inside the loop is a single comparison, the paper's update_2 applied
+// lazily); at each step every column outside the forest whose slack equals the minimum joins the
+// forest at once (all ties: the paper's parallel growth), and the rows matched to them become
+// the next frontier. The search stops once a free column has been reached and the columns tight
+// at that level are exhausted, so every tree that reaches a free column without another dual
+// update contributes a path (several vertex-disjoint paths per iteration).
+//
+// Threads map to columns, as in the paper: a thread owns columns tid, tid + n_threads, ... and
+// reads the frontier rows' entries of its columns, coalesced across the warp. Slacks are >= 0
+// (clamped against rounding), so their bit patterns order like the values for atomicMin.
+
+#define TREE_TILE 256  // frontier rows staged in shared memory at a time
+
+__device__ __forceinline__ void atomic_min_slack(double* slot, double s) {
+    atomicMin(reinterpret_cast<u64*>(slot), static_cast<u64>(__double_as_longlong(s)));
+}
+
+// Expansion, one thread per column: the owner reads every frontier row's entry of its columns.
+template <typename T>
+__device__ void expand_by_column(const T* C, int n_cols, const double* u, const int* rows_q,
+                                 const double* row_level, int head, int tail, double* slack,
+                                 int* col_pred, const double* v_open) {
+    __shared__ int tile_row[TREE_TILE];
+    __shared__ double tile_shift[TREE_TILE];
+    const long long tid = global_thread(), n_threads = grid_threads();
+    for (int q0 = head; q0 < tail; q0 += TREE_TILE) {
+        const int count = min(TREE_TILE, tail - q0);
+        __syncthreads();
+        if (threadIdx.x < count) {
+            const int i = ld(&rows_q[q0 + threadIdx.x]);
+            tile_row[threadIdx.x] = i;
+            tile_shift[threadIdx.x] = ld(&row_level[i]) - u[i];
+        }
+        __syncthreads();
+        for (long long j = tid; j < n_cols; j += n_threads) {
+            const double vj = ld(&v_open[j]);
+            if (vj == -DLAP_INF) continue;  // a forest column
+            double s = ld(&slack[j]);
+            int pred = -1;
+            for (int t = 0; t < count; ++t) {
+                const double r = tile_shift[t] + (widen(C[static_cast<size_t>(tile_row[t]) * n_cols + j]) - vj);
+                if (r < s) { s = r; pred = tile_row[t]; }
+            }
+            if (pred >= 0) {
+                slack[j] = s > 0.0 ? s : 0.0;
+                col_pred[j] = pred;
+            }
+        }
+    }
+}
+
+// Expansion for a wide frontier (the roots of the search): `groups` threads share a column, each
+// reading every groups-th frontier row; they meet in an atomicMin on the slack, then the threads
+// holding the minimum record themselves as predecessor (any of equal slack is a valid one).
+template <typename T>
+__device__ void expand_by_group(const T* C, int n_cols, const double* u, const int* rows_q,
+                                const double* row_level, int head, int tail, long long groups,
+                                double* slack, int* col_pred, const double* v_open,
+                                unsigned int* barrier) {
+    const long long tid = global_thread();
+    const long long g = tid / n_cols;
+    const int j = static_cast<int>(tid % n_cols);
+    double s = DLAP_INF;
+    int pred = -1;
+    if (g < groups) {
+        const double vj = ld(&v_open[j]);
+        if (vj != -DLAP_INF) {
+            for (long long q = head + g; q < tail; q += groups) {
+                const int i = ld(&rows_q[q]);
+                const double r = (ld(&row_level[i]) - u[i]) + (widen(C[static_cast<size_t>(i) * n_cols + j]) - vj);
+                if (r < s) { s = r; pred = i; }
+            }
+            s = s > 0.0 ? s : 0.0;
+            if (pred >= 0) atomic_min_slack(&slack[j], s);
+        }
+    }
+    grid_sync(barrier);
+    if (pred >= 0 && ld(&slack[j]) == s) col_pred[j] = pred;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(1024, 1)
+tree_forward_pass(const T* C, int n_cols, const double* u, const double* v, const int* col_match,
+                  const int* free_rows, int n_roots, int collect_ties, double* slack, int* col_pred,
+                  int* row_pred, double* row_level, double* col_level, double* v_open,
+                  int* forest_cols, int* rows_q, int* reverse, u64* ctl, unsigned int* barrier) {
+    __shared__ double scratch[32];
+    const long long tid = global_thread(), n_threads = grid_threads();
+    for (long long j = tid; j < n_cols; j += n_threads) {
+        slack[j] = DLAP_INF;
+        v_open[j] = v[j];
+    }
+    for (long long r = tid; r < n_roots; r += n_threads) {
+        const int i = free_rows[r];
+        rows_q[r] = i;
+        row_level[i] = 0.0;
+        row_pred[i] = -1;
+    }
+    if (tid == 0) {
+        ctl[CTL_N_Q] = n_roots;
+        ctl[CTL_N_FOREST] = 0;
+        ctl[CTL_N_REV] = 0;
+        ctl[CTL_N_PATHS] = 0;
+        ctl[CTL_STATUS] = 0;
+        for (int b = 0; b < 3; ++b) ctl[CTL_ROTATE + b] = __double_as_longlong(DLAP_INF);
+    }
+    grid_sync(barrier);
+
+    int head = 0, step = 0;
+    double level = 0.0;
+    long long scanned = 0, updates = 0;
+    while (true) {
+        // Counters read here were last changed by the previous step's join; this step's join
+        // comes after the barrier below, so every thread reads the same values.
+        const int tail = static_cast<int>(ld(&ctl[CTL_N_Q]));
+        const long long n_rev = static_cast<long long>(ld(&ctl[CTL_N_REV]));
+        u64* best = &ctl[CTL_ROTATE + step % 3];
+        if (tid == 0) ctl[CTL_ROTATE + (step + 1) % 3] = __double_as_longlong(DLAP_INF);
+        // expansion (Algorithm 4): the rows that joined at the last step lower the slacks
+        const long long wide = min(n_threads / n_cols, static_cast<long long>(tail - head) / 8);
+        if (wide > 1) {
+            expand_by_group(C, n_cols, u, rows_q, row_level, head, tail, wide, slack, col_pred, v_open, barrier);
+        } else {
+            expand_by_column(C, n_cols, u, rows_q, row_level, head, tail, slack, col_pred, v_open);
+        }
+        scanned += tail - head;
+        head = tail;
+        double low = DLAP_INF;
+        for (long long j = tid; j < n_cols; j += n_threads) low = fmin(low, ld(&slack[j]));
+        low = block_min(low, scratch);
+        if (threadIdx.x == 0 && low < DLAP_INF) atomicMin(best, static_cast<u64>(__double_as_longlong(low)));
+        grid_sync(barrier);
+
+        const double delta = __longlong_as_double(static_cast<long long>(ld(best)));
+        if (n_rev > 0 && delta > level) break;  // the level where paths were found is exhausted
+        if (!(delta < DLAP_INF)) {              // no finite edge leaves the forest
+            if (tid == 0) ctl[CTL_STATUS] = 1;
+            break;
+        }
+        if (delta > level) {  // dual update by theta = delta - level (Algorithm 9)
+            level = delta;
+            ++updates;
+        }
+        // the columns tight at this level join the forest (they are covered)
+        for (long long j = tid; j < n_cols; j += n_threads) {
+            if (ld(&slack[j]) != delta) continue;
+            col_level[j] = delta;
+            slack[j] = DLAP_INF;
+            v_open[j] = -DLAP_INF;
+            forest_cols[atomicAdd(&ctl[CTL_N_FOREST], 1ULL)] = static_cast<int>(j);
+            const int k = col_match[j];
+            if (k < 0) {
+                reverse[atomicAdd(&ctl[CTL_N_REV], 1ULL)] = static_cast<int>(j);
+            } else {  // its row joins the frontier at the column's level
+                row_level[k] = delta;
+                row_pred[k] = static_cast<int>(j);
+                rows_q[atomicAdd(&ctl[CTL_N_Q], 1ULL)] = k;
+            }
+        }
+        grid_sync(barrier);
+        ++step;
+        if (!collect_ties && ld(&ctl[CTL_N_REV]) > 0) break;
+        if (step > n_cols + 1) {  // every step covers a column: more steps is an internal error
+            if (tid == 0) ctl[CTL_STATUS] = 2;
+            break;
+        }
+    }
+    if (tid == 0) {
+        ctl[CTL_LEVEL] = __double_as_longlong(level);
+        ctl[CTL_DUAL_UPDATES] += updates;
+        ctl[CTL_SCANNED] += scanned;
+    }
+}

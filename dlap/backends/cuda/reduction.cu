@@ -1,0 +1,247 @@
+// Initial reduction (Date & Nagi 2016, section 4.1, Algorithm 1) and the Jonker-Volgenant
+// initialisation: column reduction, reduction transfer and augmenting row reduction.
+// Every kernel keeps the duals feasible; v only ever decreases.
+
+// Row reduction (Algorithm 1): u[i] = min_j (C[i][j] - v[j]), with v = 0 for the paper's
+// reduction; with the column duals it is the last step of JV initialisation (the largest row
+// duals that keep v feasible).
+// One block per row: the row is read coalesced at full bandwidth.
+template <typename T>
+__global__ void row_minimum(const T* C, int n_rows, int n_cols, const double* v, double* u) {
+    __shared__ double scratch[32];
+    for (int i = blockIdx.x; i < n_rows; i += gridDim.x) {
+        const T* row = C + static_cast<size_t>(i) * n_cols;
+        double low = DLAP_INF;
+        for (int j = threadIdx.x; j < n_cols; j += blockDim.x) {
+            const double r = widen(row[j]) - v[j];
+            low = r < low ? r : low;
+        }
+        low = block_min(low, scratch);
+        if (threadIdx.x == 0) u[i] = low;
+    }
+}
+
+// Column reduction (Algorithm 1), first stage: minimum of C[i][j] - u[i] (u = 0 for JV's column
+// reduction) over the rows of each
+// band, and the first row reaching it. blockIdx.y is the band within [row_begin, row_end), so a
+// chunk of rows can be reduced as soon as the host-to-device copy has delivered it. Threads map
+// to columns: consecutive threads read consecutive entries of a row.
+template <typename T>
+__global__ void column_minimum_bands(const T* C, int row_begin, int row_end, int n_cols,
+                                     const double* u, int band_rows, int band_offset,
+                                     double* band_low, int* band_arg) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n_cols) return;
+    const int lo = row_begin + blockIdx.y * band_rows;
+    const int hi = min(row_end, lo + band_rows);
+    double low = DLAP_INF;
+    int arg = -1;
+    for (int i = lo; i < hi; ++i) {
+        const double r = widen(C[static_cast<size_t>(i) * n_cols + j]) - u[i];
+        if (r < low) { low = r; arg = i; }
+    }
+    const size_t k = static_cast<size_t>(band_offset + blockIdx.y) * n_cols + j;
+    band_low[k] = low;
+    band_arg[k] = arg;
+}
+
+// Column reduction, second stage: v[j] and argmin[j] over the bands in row order, so ties go to
+// the first row, as on the CPU.
+extern "C" __global__ void column_minimum_combine(const double* band_low, const int* band_arg,
+                                                  int n_bands, int n_cols, double* v, int* argmin) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n_cols) return;
+    double low = DLAP_INF;
+    int arg = -1;
+    for (int b = 0; b < n_bands; ++b) {
+        const size_t k = static_cast<size_t>(b) * n_cols + j;
+        if (band_low[k] < low) { low = band_low[k]; arg = band_arg[k]; }
+    }
+    v[j] = low;
+    argmin[j] = arg;
+}
+
+// Initial assignment after the paper's reduction (section 4.1): each row takes a free zero-slack
+// column. One block per row scans a tile of columns at a time; a column is taken with atomicCAS
+// (the paper's race), and a thread that wins a column after its row already has one gives it
+// back. Greedy, like the CPU version: rows left free go to the searches.
+template <typename T>
+__global__ void initial_assignment(const T* C, int n_rows, int n_cols, const double* u,
+                                   const double* v, double tol_scale, int* row_match,
+                                   int* col_match) {
+    __shared__ int taken;
+    for (int i = blockIdx.x; i < n_rows; i += gridDim.x) {
+        const T* row = C + static_cast<size_t>(i) * n_cols;
+        __syncthreads();
+        if (threadIdx.x == 0) taken = 0;
+        __syncthreads();
+        for (int j0 = 0; j0 < n_cols; j0 += blockDim.x) {
+            const int j = j0 + threadIdx.x;
+            if (j < n_cols && !taken && col_match[j] < 0 && zero_slack(widen(row[j]), u[i], v[j], tol_scale) &&
+                atomicCAS(&col_match[j], -1, i) == -1) {
+                if (atomicCAS(&taken, 0, 1) == 0) row_match[i] = j;
+                else col_match[j] = -1;
+            }
+            __syncthreads();
+            const bool done = taken;
+            __syncthreads();  // every thread has read `taken` before the next tile may set it
+            if (done) break;
+        }
+    }
+}
+
+// JV column reduction, assignment: each row holding the minimum of some columns takes the last
+// of them (JV scans columns from the last), as the CPU backend does.
+extern "C" __global__ void jv_claim_minima(const int* argmin, int n_cols, int* count, int* last_col) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n_cols || argmin[j] < 0) return;
+    atomicAdd(&count[argmin[j]], 1);
+    atomicMax(&last_col[argmin[j]], j);
+}
+
+extern "C" __global__ void jv_assign_minima(int n_rows, const int* count, const int* last_col,
+                                            int* row_match, int* col_match) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_rows || count[i] == 0) return;
+    row_match[i] = last_col[i];
+    col_match[last_col[i]] = i;
+}
+
+// JV reduction transfer: a row that got exactly one column moves its second-smallest reduced
+// cost into that column's dual. All rows read the duals before any is lowered (transfer[] is
+// applied by jv_apply_transfer), so the result does not depend on scheduling.
+template <typename T>
+__global__ void jv_reduction_transfer(const T* C, int n_rows, int n_cols, const int* count,
+                                      const int* row_match, const double* v, double* transfer) {
+    __shared__ double scratch[32];
+    for (int i = blockIdx.x; i < n_rows; i += gridDim.x) {
+        if (count[i] != 1) continue;  // uniform over the block
+        const T* row = C + static_cast<size_t>(i) * n_cols;
+        const int j1 = row_match[i];
+        double second = DLAP_INF;
+        for (int j = threadIdx.x; j < n_cols; j += blockDim.x) {
+            const double r = widen(row[j]) - v[j];
+            if (j != j1 && r < second) second = r;
+        }
+        second = block_min(second, scratch);
+        if (threadIdx.x == 0) transfer[i] = second;
+    }
+}
+
+extern "C" __global__ void jv_apply_transfer(int n_rows, const int* count, const int* row_match,
+                                             const double* transfer, double* v) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_rows || count[i] != 1 || !(transfer[i] < DLAP_INF)) return;
+    v[row_match[i]] -= transfer[i];
+}
+
+// Augmenting row reduction, one parallel round (JV's ARR as a Jacobi auction with epsilon 0).
+// Every free row finds its smallest reduced cost u1 (column j1), the second smallest u2, and
+// the smallest over the free columns uf (jf). Its bid:
+//   uf == u1 : take the free column jf at no price change (a tight edge that displaces nobody);
+//   u1 <  u2 : take j1, lowering v[j1] by u2 - u1 (then j1 and j2 tie for the row);
+//   otherwise (tied minimum on assigned columns, or a single finite entry): no bid this round.
+// The highest decrement wins a column (arr_resolve, arr_apply). Lowering one column's dual only
+// raises other rows' reduced costs there, so every assigned row keeps a minimum-reduced-cost
+// column and u = min_j (C - v) stays feasible with complementary slackness.
+struct Candidate {
+    double value;
+    int col;
+};
+
+__device__ __forceinline__ bool before(const Candidate& a, const Candidate& b) {
+    return a.value < b.value || (a.value == b.value && a.col < b.col);
+}
+
+// the two smallest (value, col) pairs of (a1 <= a2) and (b1 <= b2)
+__device__ __forceinline__ void merge_two(Candidate& a1, Candidate& a2, Candidate b1, Candidate b2) {
+    if (before(b1, a1)) {
+        a2 = before(a1, b2) ? a1 : b2;
+        a1 = b1;
+    } else if (before(b1, a2)) {
+        a2 = b1;
+    }
+}
+
+__device__ __forceinline__ Candidate shfl(const Candidate& c, int o) {
+    return Candidate{__shfl_xor_sync(0xffffffffu, c.value, o), __shfl_xor_sync(0xffffffffu, c.col, o)};
+}
+
+template <typename T>
+__global__ void arr_bid(const T* C, int n_cols, const int* free_rows, const u64* ctl,
+                        const double* v, const int* col_match, int* bid_col, double* bid_dec,
+                        u64* col_best) {
+    __shared__ Candidate s1[32], s2[32], sf[32];
+    const int n_free = static_cast<int>(ctl[CTL_N_FREE]);
+    const Candidate none{DLAP_INF, 0x7fffffff};
+    for (int f = blockIdx.x; f < n_free; f += gridDim.x) {
+        const T* row = C + static_cast<size_t>(free_rows[f]) * n_cols;
+        Candidate c1 = none, c2 = none, cf = none;
+        for (int j = threadIdx.x; j < n_cols; j += blockDim.x) {
+            const Candidate c{widen(row[j]) - v[j], j};
+            if (before(c, c2)) merge_two(c1, c2, c, none);
+            if (col_match[j] < 0 && before(c, cf)) cf = c;
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            merge_two(c1, c2, shfl(c1, o), shfl(c2, o));
+            const Candidate of = shfl(cf, o);
+            if (before(of, cf)) cf = of;
+        }
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n_warps = blockDim.x >> 5;
+        __syncthreads();
+        if (lane == 0) { s1[warp] = c1; s2[warp] = c2; sf[warp] = cf; }
+        __syncthreads();
+        if (warp == 0) {
+            c1 = lane < n_warps ? s1[lane] : none;
+            c2 = lane < n_warps ? s2[lane] : none;
+            cf = lane < n_warps ? sf[lane] : none;
+            for (int o = 16; o > 0; o >>= 1) {
+                merge_two(c1, c2, shfl(c1, o), shfl(c2, o));
+                const Candidate of = shfl(cf, o);
+                if (before(of, cf)) cf = of;
+            }
+            if (lane == 0) {
+                int target = -1;
+                double dec = 0.0;
+                if (c1.value < DLAP_INF) {
+                    if (cf.value == c1.value) {
+                        target = cf.col;
+                    } else if (c1.value < c2.value && c2.value < DLAP_INF) {
+                        target = c1.col;
+                        dec = c2.value - c1.value;
+                    }
+                }
+                bid_col[f] = target;
+                bid_dec[f] = dec;
+                if (target >= 0) atomicMax(&col_best[target], ordered(dec));
+            }
+        }
+    }
+}
+
+// The highest bid for a column wins; equal bids go to the lowest row.
+extern "C" __global__ void arr_resolve(const u64* ctl, const int* free_rows, const int* bid_col,
+                                       const double* bid_dec, const u64* col_best, int* col_winner) {
+    const int f = blockIdx.x * blockDim.x + threadIdx.x;
+    if (f >= static_cast<int>(ctl[CTL_N_FREE])) return;
+    const int c = bid_col[f];
+    if (c >= 0 && ordered(bid_dec[f]) == col_best[c]) atomicMin(&col_winner[c], free_rows[f]);
+}
+
+// Winners take their column, lower its dual and free its previous row (which is assigned, so it
+// bid for nothing this round); the column's bid slots are reset for the next round.
+extern "C" __global__ void arr_apply(const u64* ctl, const int* free_rows, const int* bid_col,
+                                     const double* bid_dec, u64* col_best, int* col_winner,
+                                     int* row_match, int* col_match, double* v) {
+    const int f = blockIdx.x * blockDim.x + threadIdx.x;
+    if (f >= static_cast<int>(ctl[CTL_N_FREE])) return;
+    const int c = bid_col[f], i = free_rows[f];
+    if (c < 0 || col_winner[c] != i) return;
+    const int previous = col_match[c];
+    if (previous >= 0) row_match[previous] = -1;
+    col_match[c] = i;
+    row_match[i] = c;
+    v[c] -= bid_dec[f];
+    col_best[c] = 0;
+    col_winner[c] = 0x7fffffff;
+}

@@ -1,0 +1,377 @@
+"""GPU backend: the phase primitives of Date & Nagi (2016) as CUDA kernels, launched through CuPy.
+
+Each primitive is one to three kernel launches; the searches (the classical BFS and the tree
+variant's Dijkstra-like growth) are persistent kernels that loop on the device with a grid-wide
+barrier, so the host reads a few scalars per iteration, never per BFS level (DESIGN.md, "GPU:
+launches and syncs, not bandwidth"). The kernels are in ``backends/cuda/``.
+
+A NumPy matrix is copied in row chunks through pinned buffers by several host threads, each on its
+own stream; the first phases' reductions (row minima, and the column minima of JV's column
+reduction) run on each chunk as soon as it lands, overlapped with the rest of the copy. A CuPy
+matrix is used where it is, in its own dtype.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import cupy
+import numpy as np
+
+from ..hungarian.state import HungarianState
+from ..problem import Problem
+from . import gpu_kernels as gk
+from .base import FLOAT_TOL_SCALE, Backend
+
+#: augmenting row reduction: at most this many parallel rounds, and stop once a round frees fewer
+#: than this fraction of the free rows (ties on assigned columns stall it; the searches take over)
+ARR_MAX_ROUNDS = 32
+ARR_MIN_PROGRESS = 0.02
+#: host-to-device copy: rows per chunk (about this many bytes) and host threads copying at once
+UPLOAD_CHUNK_BYTES = 32 << 20
+UPLOAD_THREADS = 8
+#: column reductions: split the rows into bands so about this many blocks read at once
+COLUMN_BAND_BLOCKS = 4096
+#: device memory per row or column for the solver state (duals, levels, slacks, indices, ARR)
+STATE_BYTES_PER_VERTEX = 128
+
+
+@dataclass
+class GPUState(HungarianState):
+    """The shared state plus the device control block, the barrier and the upload's reductions."""
+
+    ctl: Any = None  # uint64[CTL_SIZE]: counters and scalars (gpu_kernels.CTL_*)
+    barrier: Any = None  # uint32[2]: the persistent kernels' grid barrier
+    device_id: int = 0
+    zeros_rows: Any = None
+    zeros_cols: Any = None
+    band_rows: int = 1  # column reductions: rows per band
+    band_low: Any = None  # [n_bands, n_cols] band minima of the raw matrix (JV column reduction)
+    band_arg: Any = None
+    bands_ready: bool = False  # band_low/band_arg hold the raw column minima (from the upload)
+    row_min_ready: bool = False  # u holds the raw row minima (from the upload)
+
+
+def gpu_available() -> bool:
+    """Whether CuPy is installed and sees a CUDA device."""
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
+
+
+def free_device_memory() -> int:
+    """Bytes the solver can take on the current device: free memory plus CuPy's cached blocks."""
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    return int(free) + int(cupy.get_default_memory_pool().free_bytes())
+
+
+def require_device_memory(nbytes: int, what: str) -> None:
+    """Refuse, before allocating, what does not fit in free device memory (sizes in the message)."""
+    free = free_device_memory()
+    if nbytes > free:
+        device = cupy.cuda.runtime.getDevice()
+        raise MemoryError(
+            f"{what} needs {nbytes / 2**30:.2f} GiB of GPU memory but GPU {device} has "
+            f"{free / 2**30:.2f} GiB free"
+        )
+
+
+def _unordered(bits: int) -> float:
+    """Inverse of common.cuh's ordered(): the double an order-preserving u64 stands for."""
+    raw = bits & ~(1 << 63) if bits >> 63 else ~bits & (2**64 - 1)
+    return struct.unpack("<d", raw.to_bytes(8, "little"))[0]
+
+
+def _finite(x) -> bool:
+    return bool(cupy.isfinite(x).all())
+
+
+class GPUBackend(Backend):
+    """Date & Nagi's primitives on one CUDA device."""
+
+    device = "gpu"
+
+    def allocate(self, problem: Problem) -> GPUState:
+        matrix = problem.matrix
+        n_rows, n_cols = matrix.shape
+        on_device = isinstance(matrix, cupy.ndarray)
+        state_bytes = STATE_BYTES_PER_VERTEX * (n_rows + n_cols)
+        col_blocks = gk.blocks(n_cols)
+        n_bands = min(n_rows, max(1, COLUMN_BAND_BLOCKS // col_blocks))
+        band_rows = -(-n_rows // n_bands)
+        n_bands = -(-n_rows // band_rows)
+        band_bytes = 12 * n_bands * n_cols
+        matrix_bytes = 0 if on_device else matrix.nbytes
+        require_device_memory(
+            matrix_bytes + state_bytes + band_bytes,
+            f"a {n_rows} x {n_cols} {matrix.dtype} cost matrix "
+            f"({matrix_bytes / 2**30:.2f} GiB to copy, {(state_bytes + band_bytes) / 2**20:.0f} MiB of solver state)",
+        )
+        state = GPUState.allocate(
+            matrix if on_device else cupy.empty(matrix.shape, matrix.dtype), cupy, np.int32, np.int32,
+            0.0 if problem.is_integer else FLOAT_TOL_SCALE,
+            ctl=cupy.zeros(gk.CTL_SIZE, dtype=np.uint64),
+            barrier=cupy.zeros(2, dtype=np.uint32),
+            device_id=cupy.cuda.runtime.getDevice(),
+            zeros_rows=cupy.zeros(n_rows),
+            zeros_cols=cupy.zeros(n_cols),
+            band_rows=band_rows,
+            band_low=cupy.empty((n_bands, n_cols)),
+            band_arg=cupy.empty((n_bands, n_cols), dtype=np.int32),
+        )
+        if not on_device:
+            self._upload(matrix, state)
+        return state
+
+    # ---------------------------------------------------------------- host-to-device copy
+
+    def _upload(self, host: np.ndarray, state: GPUState) -> None:
+        """Copy ``host`` into ``state.cost`` in row chunks through pinned buffers, several host
+        threads at once, reducing each chunk (row minima, band column minima) on its stream as
+        soon as it lands. Leaves ``u`` = row minima and the bands = raw column minima."""
+        n_rows, n_cols = host.shape
+        row_bytes = n_cols * host.itemsize
+        chunk_rows = max(1, UPLOAD_CHUNK_BYTES // row_bytes) // state.band_rows * state.band_rows
+        chunk_rows = max(state.band_rows, chunk_rows)
+        chunks = [(a, min(n_rows, a + chunk_rows)) for a in range(0, n_rows, chunk_rows)]
+        n_workers = max(1, min(UPLOAD_THREADS, len(chunks), os.cpu_count() or 1))
+        row_min = gk.kernel("reduction", "row_minimum", host.dtype)
+        bands = gk.kernel("reduction", "column_minimum_bands", host.dtype)
+        device = state.cost
+        cupy.cuda.Device(state.device_id).synchronize()  # the state's fills (null stream) are done
+
+        def worker(w: int) -> None:
+            stream = cupy.cuda.Stream(non_blocking=True)
+            pinned = cupy.cuda.alloc_pinned_memory(chunk_rows * row_bytes)
+            buf = np.frombuffer(pinned, dtype=host.dtype, count=chunk_rows * n_cols).reshape(chunk_rows, n_cols)
+            with cupy.cuda.Device(state.device_id), stream:
+                for a, b in chunks[w::n_workers]:
+                    stream.synchronize()  # this worker's buffer is free again
+                    np.copyto(buf[: b - a], host[a:b])
+                    cupy.cuda.runtime.memcpyAsync(
+                        device[a:b].data.ptr, buf.ctypes.data, (b - a) * row_bytes,
+                        cupy.cuda.runtime.memcpyHostToDevice, stream.ptr,
+                    )
+                    self._reduce_rows(state, row_min, bands, a, b)
+                stream.synchronize()
+
+        with ThreadPoolExecutor(n_workers) as pool:
+            list(pool.map(worker, range(n_workers)))
+        state.row_min_ready = state.bands_ready = True
+
+    def _reduce_rows(self, state: GPUState, row_min, bands, a: int, b: int) -> None:
+        """Row minima of rows [a, b) into u, raw column minima of their bands (current stream)."""
+        n_cols = state.n_cols
+        row_min((b - a,), (gk.BLOCK,), (state.cost[a:b], np.int32(b - a), np.int32(n_cols), state.zeros_cols, state.u[a:b]))
+        self._column_bands(state, bands, a, b, state.zeros_rows)
+
+    @staticmethod
+    def _column_bands(state: GPUState, bands, a: int, b: int, u) -> None:
+        """Band minima of C - u over rows [a, b) (a on a band boundary)."""
+        n_cols, band_rows = state.n_cols, state.band_rows
+        grid = (gk.blocks(n_cols), -(-(b - a) // band_rows))
+        bands(grid, (gk.BLOCK,), (
+            state.cost, np.int32(a), np.int32(b), np.int32(n_cols), u, np.int32(band_rows),
+            np.int32(a // band_rows), state.band_low, state.band_arg,
+        ))
+
+    def _column_minimum(self, state: GPUState, u):
+        """Column reduction: v[j] = min_i (C - u), returning argmin (first row on ties)."""
+        if u is not state.zeros_rows or not state.bands_ready:
+            self._column_bands(state, gk.kernel("reduction", "column_minimum_bands", state.cost.dtype), 0, state.n_rows, u)
+        argmin = cupy.empty(state.n_cols, dtype=np.int32)
+        gk.kernel("reduction", "column_minimum_combine")(
+            (gk.blocks(state.n_cols),), (gk.BLOCK,),
+            (state.band_low, state.band_arg, np.int32(state.band_low.shape[0]), np.int32(state.n_cols), state.v, argmin),
+        )
+        state.bands_ready = False  # the bands now hold whatever this call reduced
+        return argmin
+
+    def _row_minimum(self, state: GPUState, v) -> None:
+        gk.kernel("reduction", "row_minimum", state.cost.dtype)(
+            (state.n_rows,), (gk.BLOCK,), (state.cost, np.int32(state.n_rows), np.int32(state.n_cols), v, state.u)
+        )
+
+    # ---------------------------------------------------------------- initialisation
+
+    def initial_reduction(self, state, columns):
+        if not state.row_min_ready:
+            self._row_minimum(state, state.zeros_cols)
+        state.row_min_ready = False
+        if not _finite(state.u):
+            return False  # a row of forbidden entries only
+        if columns:
+            self._column_minimum(state, state.u)
+            return _finite(state.v)
+        return True
+
+    def jv_initialisation(self, state):
+        n_rows, n_cols = state.n_rows, state.n_cols
+        state.row_min_ready = False
+        if n_rows == n_cols:
+            argmin = self._column_minimum(state, state.zeros_rows)
+            if not _finite(state.v):
+                return False  # a column of forbidden entries only
+            count = cupy.zeros(n_rows, dtype=np.int32)
+            last_col = cupy.full(n_rows, -1, dtype=np.int32)
+            gk.kernel("reduction", "jv_claim_minima")((gk.blocks(n_cols),), (gk.BLOCK,), (argmin, np.int32(n_cols), count, last_col))
+            gk.kernel("reduction", "jv_assign_minima")(
+                (gk.blocks(n_rows),), (gk.BLOCK,), (np.int32(n_rows), count, last_col, state.row_match, state.col_match)
+            )
+            transfer = cupy.full(n_rows, np.inf)
+            gk.kernel("reduction", "jv_reduction_transfer", state.cost.dtype)(
+                (n_rows,), (gk.BLOCK,), (state.cost, np.int32(n_rows), np.int32(n_cols), count, state.row_match, state.v, transfer)
+            )
+            gk.kernel("reduction", "jv_apply_transfer")(
+                (gk.blocks(n_rows),), (gk.BLOCK,), (np.int32(n_rows), count, state.row_match, transfer, state.v)
+            )
+        self._augmenting_row_reduction(state)
+        self._row_minimum(state, state.v)
+        return _finite(state.u)
+
+    def _augmenting_row_reduction(self, state: GPUState) -> None:
+        """JV's augmenting row reduction as parallel rounds (reduction.cu, arr_bid)."""
+        n_rows, n_cols = state.n_rows, state.n_cols
+        bid_col = cupy.empty(n_rows, dtype=np.int32)
+        bid_dec = cupy.empty(n_rows)
+        col_best = cupy.zeros(n_cols, dtype=np.uint64)
+        col_winner = cupy.full(n_cols, np.iinfo(np.int32).max, dtype=np.int32)
+        bid = gk.kernel("reduction", "arr_bid", state.cost.dtype)
+        resolve, apply = gk.kernel("reduction", "arr_resolve"), gk.kernel("reduction", "arr_apply")
+        n_free = self.optimality_check(state)
+        for _ in range(ARR_MAX_ROUNDS):
+            if n_free == 0:
+                break
+            bid((n_free,), (gk.BLOCK,), (
+                state.cost, np.int32(n_cols), state.free_rows, state.ctl, state.v, state.col_match,
+                bid_col, bid_dec, col_best,
+            ))
+            resolve((gk.blocks(n_free),), (gk.BLOCK,), (state.ctl, state.free_rows, bid_col, bid_dec, col_best, col_winner))
+            apply((gk.blocks(n_free),), (gk.BLOCK,), (
+                state.ctl, state.free_rows, bid_col, bid_dec, col_best, col_winner,
+                state.row_match, state.col_match, state.v,
+            ))
+            previous, n_free = n_free, self.optimality_check(state)
+            if n_free > previous * (1 - ARR_MIN_PROGRESS):
+                break
+
+    def initial_assignment(self, state):
+        gk.kernel("reduction", "initial_assignment", state.cost.dtype)(
+            (state.n_rows,), (gk.BLOCK,), (
+                state.cost, np.int32(state.n_rows), np.int32(state.n_cols), state.u, state.v,
+                np.float64(state.tol_scale), state.row_match, state.col_match,
+            ),
+        )
+        return int(cupy.count_nonzero(state.row_match >= 0))
+
+    # ---------------------------------------------------------------- both variants
+
+    def optimality_check(self, state):
+        state.ctl[gk.CTL_N_FREE] = 0
+        gk.kernel("paths", "optimality_check")(
+            (gk.blocks(state.n_rows),), (gk.BLOCK,), (state.row_match, np.int32(state.n_rows), state.free_rows, state.ctl)
+        )
+        state.n_free = int(state.ctl[gk.CTL_N_FREE])
+        return state.n_free
+
+    def reverse_pass(self, state):
+        gk.kernel("paths", "reverse_pass")(
+            (gk.blocks(state.n_reverse),), (gk.BLOCK,), (
+                state.reverse, state.col_pred, state.row_pred, state.claimed, state.succ_row,
+                state.aug_roots, state.ctl,
+            ),
+        )
+        state.n_paths = int(state.ctl[gk.CTL_N_PATHS])
+        return state.n_paths
+
+    def augment(self, state):
+        gk.kernel("paths", "augment")(
+            (gk.blocks(state.n_paths),), (gk.BLOCK,),
+            (state.aug_roots, state.succ_row, state.row_match, state.col_match, state.claimed, state.ctl),
+        )
+
+    def _read_search(self, state: GPUState) -> np.ndarray:
+        """The control block after a search: one device-to-host copy of 128 bytes."""
+        ctl = state.ctl.get()
+        state.n_reverse = int(ctl[gk.CTL_N_REV])
+        state.n_forest_rows = int(ctl[gk.CTL_N_Q])
+        state.n_forest_cols = int(ctl[gk.CTL_N_FOREST])
+        return ctl
+
+    # ---------------------------------------------------------------- classical variant
+
+    def compress(self, state):
+        n_rows, n_cols, dtype = state.n_rows, state.n_cols, state.cost.dtype
+        counts = cupy.empty(n_rows, dtype=np.int64)
+        args = (state.cost, np.int32(n_rows), np.int32(n_cols), state.u, state.v, np.float64(state.tol_scale))
+        gk.kernel("classical", "compress_count", dtype)((n_rows,), (gk.BLOCK,), (*args, counts))
+        row_ptr = cupy.zeros(n_rows + 1, dtype=np.int64)
+        cupy.cumsum(counts, out=row_ptr[1:])
+        nnz = int(row_ptr[-1])
+        state.row_ptr = state.col_idx = None  # the previous CSR's memory is reusable
+        require_device_memory(4 * nnz, f"the zero-slack graph ({nnz} edges)")
+        state.row_ptr, state.col_idx = row_ptr, cupy.empty(max(nnz, 1), dtype=np.int32)
+        gk.kernel("classical", "compress_fill", dtype)((n_rows,), (gk.BLOCK,), (*args, row_ptr, state.col_idx))
+        return nnz
+
+    def classical_forward_pass(self, state):
+        gk.launch_forward("classical_forward_pass", None, (
+            state.row_ptr, state.col_idx, state.col_match, state.free_rows, np.int32(state.n_cols),
+            state.col_pred, state.row_pred, state.col_seen, state.rows_q, state.reverse, state.ctl,
+            state.barrier,
+        ), state.device_id)
+        self._read_search(state)
+        return state.n_reverse
+
+    def classical_dual_update(self, state):
+        state.ctl[gk.CTL_THETA] = gk.ORDERED_INF
+        n_q = state.n_forest_rows
+        gk.kernel("classical", "classical_theta", state.cost.dtype)((max(n_q, 1),), (gk.BLOCK,), (
+            state.cost, np.int32(state.n_cols), state.rows_q, state.u, state.v, state.col_seen, state.ctl,
+        ))
+        gk.kernel("classical", "classical_shift")(
+            (gk.blocks(max(state.n_cols, n_q)),), (gk.BLOCK,),
+            (state.rows_q, np.int32(state.n_cols), state.col_seen, state.ctl, state.u, state.v),
+        )
+        return _unordered(int(state.ctl[gk.CTL_THETA]))
+
+    # ---------------------------------------------------------------- tree variant
+
+    def tree_forward_pass(self, state, n_roots, collect_ties):
+        gk.launch_forward("tree_forward_pass", state.cost.dtype, (
+            state.cost, np.int32(state.n_cols), state.u, state.v, state.col_match, state.free_rows,
+            np.int32(n_roots), np.int32(bool(collect_ties)), state.slack, state.col_pred,
+            state.row_pred, state.row_level, state.col_level, state.v_open, state.forest_cols,
+            state.rows_q, state.reverse, state.ctl, state.barrier,
+        ), state.device_id)
+        ctl = self._read_search(state)
+        if ctl[gk.CTL_STATUS] == 2:
+            raise RuntimeError("dlap internal error: the GPU tree search stopped making progress")
+        return -1 if ctl[gk.CTL_STATUS] else state.n_reverse
+
+    def tree_dual_update(self, state):
+        gk.kernel("tree", "tree_dual_update")(
+            (gk.blocks(max(state.n_rows, state.n_cols)),), (gk.BLOCK,),
+            (state.rows_q, state.row_level, state.forest_cols, state.col_level, state.ctl, state.u, state.v),
+        )
+
+    # ---------------------------------------------------------------- results
+
+    def synchronize(self, state) -> None:
+        cupy.cuda.get_current_stream().synchronize()
+
+    def counters(self, state):
+        ctl = state.ctl.get()
+        return int(ctl[gk.CTL_DUAL_UPDATES]), int(ctl[gk.CTL_SCANNED])
+
+    def to_host(self, state):
+        return state.row_match.get().astype(np.int64), state.u.get(), state.v.get()
+
+    def to_device(self, state):
+        """``(row_match, u, v)`` as CuPy arrays (for a matrix the caller passed on the GPU)."""
+        return state.row_match.astype(np.int64), state.u, state.v

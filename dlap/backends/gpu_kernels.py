@@ -1,0 +1,86 @@
+"""The CUDA kernels of the GPU backend: compiled once per process (and cached on disk by CuPy).
+
+Sources live in ``backends/cuda/``: ``common.cuh`` is prepended to each ``.cu`` file, so the
+kernel cache key covers the helpers too. Templated kernels are instantiated for the four cost
+dtypes the solvers read (int32, int64, float32, float64: DESIGN.md, "Input dtype kept").
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+import cupy
+import numpy as np
+
+#: slots of the device control block (mirror of the enum in common.cuh)
+CTL_N_FREE, CTL_N_Q, CTL_N_FOREST, CTL_N_REV, CTL_N_PATHS, CTL_STATUS = range(6)
+CTL_DUAL_UPDATES, CTL_SCANNED, CTL_LEVEL, CTL_THETA, CTL_ROTATE = 6, 7, 8, 9, 10
+CTL_SIZE = 16
+
+#: ordered() of +inf in common.cuh: the neutral element of the theta atomicMin
+ORDERED_INF = np.uint64(0x7FF0000000000000 | (1 << 63))
+
+_TYPES = {
+    np.dtype(np.int32): "int",
+    np.dtype(np.int64): "long long",
+    np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+}
+_TEMPLATES = {
+    "reduction": (
+        "row_minimum", "column_minimum_bands", "initial_assignment", "jv_reduction_transfer",
+        "arr_bid",
+    ),
+    "classical": ("compress_count", "compress_fill", "classical_theta"),
+    "forward": ("tree_forward_pass",),
+    "tree": (),
+    "paths": (),
+}
+#: modules whose kernels are launched cooperatively (CuPy sets this per module)
+_COOPERATIVE = {"forward"}
+#: threads per block of the ordinary kernels, and of the persistent (one block per SM) ones
+BLOCK = 256
+PERSISTENT_BLOCK = 1024
+
+
+def _source(name: str) -> str:
+    folder = resources.files("dlap.backends") / "cuda"
+    return (folder / "common.cuh").read_text() + "\n" + (folder / f"{name}.cu").read_text()
+
+
+@functools.cache
+def _module(name: str) -> cupy.RawModule:
+    expressions = [f"{k}<{t}>" for k in _TEMPLATES[name] for t in _TYPES.values()]
+    return cupy.RawModule(
+        code=_source(name), options=("-std=c++17",), name_expressions=expressions,
+        enable_cooperative_groups=name in _COOPERATIVE,
+    )
+
+
+def kernel(source: str, name: str, dtype=None):
+    """The kernel ``name`` of ``source``.cu, instantiated for the cost dtype if it is a template."""
+    expression = name if dtype is None else f"{name}<{_TYPES[np.dtype(dtype)]}>"
+    return _module(source).get_function(expression)
+
+
+def compile_all() -> None:
+    """Compile every module now (the benchmark and demo warm-ups call this)."""
+    for name in _TEMPLATES:
+        _module(name)
+
+
+def blocks(n: int, block: int = BLOCK) -> int:
+    """Blocks for one thread per item (at least one block)."""
+    return max(1, -(-int(n) // block))
+
+
+@functools.cache
+def multiprocessors(device_id: int) -> int:
+    return cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
+
+
+def launch_forward(name: str, dtype, args, device_id: int) -> None:
+    """Launch a forward pass of forward.cu cooperatively: one 1024-thread block per
+    multiprocessor, all resident at once, which the grid-wide barrier of common.cuh needs."""
+    kernel("forward", name, dtype)((multiprocessors(device_id),), (PERSISTENT_BLOCK,), args)

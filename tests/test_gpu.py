@@ -1,0 +1,149 @@
+"""The GPU backend against scipy and the CPU backend (skipped where no GPU is visible).
+
+Every configuration a user can ask for on the GPU, on every solver dtype, every generator family,
+rectangular and maximised matrices, forbidden pairs, CuPy inputs, the hypothesis strategies of
+the CPU tests (fewer examples), and the refusal of a matrix that does not fit.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dlap
+from dlap import generate
+
+from .helpers import assert_same_optimum, assert_valid
+from .test_properties import STRATEGIES
+
+pytestmark = pytest.mark.gpu
+
+GPU_CONFIGS = [
+    pytest.param({"device": "gpu"}, id="gpu-auto"),
+    pytest.param({"device": "gpu", "method": "tree", "init": "jv"}, id="gpu-tree-jv"),
+    pytest.param({"device": "gpu", "method": "tree", "init": "reduction"}, id="gpu-tree-paper"),
+    pytest.param({"device": "gpu", "method": "classical", "init": "jv"}, id="gpu-classical-jv"),
+    pytest.param({"device": "gpu", "method": "classical", "init": "reduction"}, id="gpu-classical-paper"),
+    pytest.param({"device": "gpu", "method": "hybrid", "init": "reduction"}, id="gpu-hybrid-paper"),
+]
+DTYPES = [np.int32, np.int64, np.float32, np.float64]
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.parametrize("options", GPU_CONFIGS)
+@pytest.mark.parametrize("strategy", list(STRATEGIES), ids=list(STRATEGIES))
+def test_agrees_with_scipy_on_generated_instances(options, strategy):
+    @SETTINGS
+    @given(cost=STRATEGIES[strategy], maximize=st.booleans(), transpose=st.booleans())
+    def check(cost, maximize, transpose):
+        if maximize and strategy == "forbidden":
+            cost = -cost
+        assert_same_optimum(cost.T if transpose else cost, maximize, **options)
+
+    check()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (17, 17), (300, 300), (120, 300), (300, 120)])
+@pytest.mark.parametrize("options", GPU_CONFIGS)
+def test_every_dtype_and_shape(dtype, shape, options):
+    rng = np.random.default_rng(sum(shape))
+    cost = rng.integers(-500, 500, size=shape).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        cost = cost + rng.random(shape).astype(dtype)
+    for maximize in (False, True):
+        assert_same_optimum(cost, maximize, **options)
+
+
+FAMILY_CASES = [
+    ("uniform", 0.1), ("uniform", 1.0), ("uniform", 10.0), ("float", None), ("geometric", None),
+    ("machol-wien", None), ("ties", None),
+]
+
+
+# Machol-Wien stops at n = 250: the classical variant is O(n^4)-like there (README)
+SIZED_CASES = [(fam, f, n) for fam, f in FAMILY_CASES for n in (17, 250, 1000) if fam != "machol-wien" or n <= 250]
+
+
+@pytest.mark.parametrize("family, f, n", SIZED_CASES, ids=[f"{a}-{b}-{c}" for a, b, c in SIZED_CASES])
+@pytest.mark.parametrize("options", GPU_CONFIGS)
+def test_every_family(family, f, n, options):
+    assert_same_optimum(generate.family(family, n, f, seed=n), **options)
+
+
+@pytest.mark.parametrize("family, f", [("uniform", 1.0), ("uniform", 10.0), ("float", None), ("geometric", None)])
+def test_gpu_matches_cpu_at_a_larger_size(family, f):
+    cost = generate.family(family, 3000, f, seed=11)
+    gpu = dlap.solve(cost, device="gpu")
+    cpu = dlap.solve(cost, device="cpu")
+    if isinstance(cpu.objective, int):
+        assert gpu.objective == cpu.objective
+    else:
+        assert abs(gpu.objective - cpu.objective) <= 1e-9 * abs(cpu.objective)
+    assert_valid(gpu, cost)
+
+
+@pytest.mark.parametrize("options", GPU_CONFIGS)
+def test_forbidden_pairs_and_infeasible(options):
+    cost = np.array([[1.0, np.inf, 3.0], [np.inf, np.inf, 2.0], [4.0, 1.0, np.inf]])
+    assert_same_optimum(cost, **options)
+    # rows 0 and 2 can only take column 0: no row or column is all-forbidden, but the searches
+    # must find that no assignment exists (Hall's condition fails)
+    cost = np.array([[1.0, np.inf, np.inf], [np.inf, 3.0, 2.0], [4.0, np.inf, np.inf]])
+    with pytest.raises(ValueError, match="cost matrix is infeasible"):
+        dlap.solve(cost, **options)
+
+
+def test_cupy_input_stays_on_the_gpu_and_is_not_modified():
+    import cupy
+
+    host = generate.uniform(700, 1.0, seed=4)
+    device = cupy.asarray(host)
+    before = device.copy()
+    result = dlap.solve(device, maximize=True)
+    assert result.stats.device == "gpu"
+    assert isinstance(result.row_ind, cupy.ndarray) and isinstance(result.col_ind, cupy.ndarray)
+    assert isinstance(result.row_duals, cupy.ndarray)
+    assert bool((device == before).all())
+    expected = dlap.solve(host, maximize=True, device="cpu").objective
+    assert result.objective == expected
+    assert result.verify().optimal
+    rows, cols = dlap.linear_sum_assignment(device[:, :500])  # rectangular, not contiguous
+    assert isinstance(rows, cupy.ndarray) and len(rows) == 500
+
+
+def test_cupy_input_errors_match_scipy():
+    import cupy
+
+    with pytest.raises(ValueError, match="invalid numeric entries"):
+        dlap.solve(cupy.array([[1.0, cupy.nan], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="invalid numeric entries"):
+        dlap.solve(cupy.array([[1.0, -cupy.inf], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="expected a matrix"):
+        dlap.solve(cupy.zeros(3))
+
+
+def test_a_matrix_that_does_not_fit_is_refused_before_allocation():
+    import cupy
+
+    from dlap.backends.gpu import free_device_memory
+
+    cost = generate.uniform(12000, 1.0, seed=1)  # 576 MB
+    filler = cupy.empty(free_device_memory() - (256 << 20), dtype=np.uint8)
+    try:
+        with pytest.raises(MemoryError, match=r"12000 x 12000 int32 cost matrix .* GiB free"):
+            dlap.solve(cost, device="gpu")
+    finally:
+        del filler
+        cupy.get_default_memory_pool().free_all_blocks()
+    assert dlap.solve(cost[:50, :50], device="gpu").verify().optimal  # the GPU is still usable
+
+
+def test_stats_report_the_phases():
+    result = dlap.solve(generate.uniform(2000, 10.0, seed=2), device="gpu", method="tree")
+    stats = result.stats
+    assert stats.device == "gpu" and stats.method == "tree"
+    for name in ("initial_reduction", "optimality_check", "forward_pass", "reverse_pass", "augment", "dual_update"):
+        assert stats.phase_seconds[name] > 0, name
+    assert sum(stats.paths_per_iteration) == 2000 - stats.initial_assignments
+    assert stats.iterations == len(stats.paths_per_iteration)

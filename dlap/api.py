@@ -61,8 +61,8 @@ def solve(
         GPU without a host copy, and the results are CuPy arrays.
     maximize : bool
     method : {"auto", "classical", "tree", "hybrid"}
-        The variant of Date & Nagi (2016), or the hybrid (classical while the zero-slack graph
-        holds paths, then tree; see :mod:`dlap.hungarian.hybrid`). ``"auto"``: on a GPU the
+        The variant of Date & Nagi (2016), or the hybrid (classical until it has made a few dual
+        updates, then tree; see :mod:`dlap.hungarian.hybrid`). ``"auto"``: on a GPU the
         hybrid; on the CPU classical for integer costs spanning at most n values and the tree
         variant otherwise (see :func:`choose_method`).
     device : {"auto", "cpu", "gpu"}

@@ -145,7 +145,7 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
         for warm in (generate.uniform(WARMUP_N, 1.0, seed=1), generate.uniform_float(WARMUP_N, seed=1)):
             peer.run(peer.place(warm) if peer.place else warm)
     records = []
-    largest = {}  # (peer, family) -> (n, seconds) of the largest instance a CPU peer solved
+    largest = {}  # (peer, family, f) -> (n, seconds) of the largest instance a CPU peer solved
     sink = open(out, "a") if out else None
     try:
         for name, f, n in cases:
@@ -153,12 +153,13 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
             reference = None
             for peer in solvers:
                 seen = largest.get((peer.name, name, f))
-                if peer.device == "cpu" and seen and seen[1] * (n / seen[0]) ** 3 > peer_budget:
-                    echo(f"{name} n={n} {peer.name}: skipped (about {seen[1] * (n / seen[0]) ** 3:.0f} s)")
+                expected = seen[1] * (n / seen[0]) ** 3 if peer.device == "cpu" and seen else 0.0
+                if expected > peer_budget:
+                    echo(f"{name} n={n} {peer.name}: skipped (about {expected:.0f} s)")
                     continue
                 placed = peer.place(cost) if peer.place else cost
                 times, objective = [], None
-                for k in range(repeat):
+                for _ in range(repeat):
                     start = time.perf_counter()
                     objective = peer.run(placed)
                     times.append(time.perf_counter() - start)

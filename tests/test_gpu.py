@@ -7,14 +7,13 @@ the CPU tests (fewer examples), and the refusal of a matrix that does not fit.
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings
 
 import dlap
 from dlap import generate
 
 from .helpers import assert_same_optimum, assert_valid
-from .test_properties import STRATEGIES
+from .test_properties import STRATEGIES, check_strategy
 
 pytestmark = pytest.mark.gpu
 
@@ -33,14 +32,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 @pytest.mark.parametrize("options", GPU_CONFIGS)
 @pytest.mark.parametrize("strategy", list(STRATEGIES), ids=list(STRATEGIES))
 def test_agrees_with_scipy_on_generated_instances(options, strategy):
-    @SETTINGS
-    @given(cost=STRATEGIES[strategy], maximize=st.booleans(), transpose=st.booleans())
-    def check(cost, maximize, transpose):
-        if maximize and strategy == "forbidden":
-            cost = -cost
-        assert_same_optimum(cost.T if transpose else cost, maximize, **options)
-
-    check()
+    check_strategy(strategy, options, SETTINGS)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)

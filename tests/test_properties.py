@@ -68,10 +68,11 @@ STRATEGIES = {
 }
 
 
-@pytest.mark.parametrize("options", CONFIGS)
-@pytest.mark.parametrize("strategy", list(STRATEGIES), ids=list(STRATEGIES))
-def test_agrees_with_scipy(options, strategy):
-    @SETTINGS
+def check_strategy(strategy: str, options: dict, settings_) -> None:
+    """Hypothesis: ``options`` agree with scipy on ``strategy``'s matrices, maximised or not,
+    transposed or not (shared by the CPU and the GPU tests)."""
+
+    @settings_
     @given(cost=STRATEGIES[strategy], maximize=st.booleans(), transpose=st.booleans())
     def check(cost, maximize, transpose):
         if maximize and strategy == "forbidden":
@@ -79,3 +80,9 @@ def test_agrees_with_scipy(options, strategy):
         assert_same_optimum(cost.T if transpose else cost, maximize, **options)
 
     check()
+
+
+@pytest.mark.parametrize("options", CONFIGS)
+@pytest.mark.parametrize("strategy", list(STRATEGIES), ids=list(STRATEGIES))
+def test_agrees_with_scipy(options, strategy):
+    check_strategy(strategy, options, SETTINGS)

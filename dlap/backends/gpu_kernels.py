@@ -64,12 +64,6 @@ def kernel(source: str, name: str, dtype=None):
     return _module(source).get_function(expression)
 
 
-def compile_all() -> None:
-    """Compile every module now (the benchmark and demo warm-ups call this)."""
-    for name in _TEMPLATES:
-        _module(name)
-
-
 def blocks(n: int, block: int = BLOCK) -> int:
     """Blocks for one thread per item (at least one block)."""
     return max(1, -(-int(n) // block))

@@ -8,6 +8,8 @@ paths found (4.3.2-4.3.3) or, when no free column was reached, the two-stage dua
 
 from __future__ import annotations
 
+import math
+
 from ..problem import InfeasibleError
 from ..result import Stats
 from .phases import PhaseTimer, Progress, augment_paths, check, initialise
@@ -37,18 +39,29 @@ def classical_dual_update(backend, state, stats: Stats, phase: PhaseTimer) -> No
     stats.dual_updates += 1
 
 
+def classical_iterations(
+    backend, state, stats: Stats, phase: PhaseTimer, report, max_dual_updates: float = math.inf
+) -> int:
+    """Iterate the classical variant until no row is free, or until a forward pass finds no path
+    after ``max_dual_updates`` dual updates (the hybrid's switch). Returns the rows left free."""
+    compressed = False
+    while n_free := check(backend, state, phase, report):
+        if classical_search(backend, state, stats, phase, compressed):
+            compressed = True
+        elif stats.dual_updates < max_dual_updates:
+            classical_dual_update(backend, state, stats, phase)
+            compressed = False
+        else:
+            return n_free
+    return 0
+
+
 def solve_classical(backend, state, stats: Stats, init: str = "reduction", progress=None) -> None:
     """Run the classical variant to optimality on ``state`` (mutated in place)."""
     stats.method = "classical"
     phase = PhaseTimer(stats, backend, state)
     initialise(backend, state, init, stats, phase)
     report = Progress(progress, state.n_rows)
-    compressed = False
-    while check(backend, state, phase, report):
-        if not classical_search(backend, state, stats, phase, compressed):
-            classical_dual_update(backend, state, stats, phase)
-            compressed = False
-        else:
-            compressed = True
+    classical_iterations(backend, state, stats, phase, report)
     report(0, final=True)
     stats.phase_counts["bfs_levels"] = backend.counters(state)[1]

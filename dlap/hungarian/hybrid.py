@@ -19,9 +19,9 @@ it switched.
 from __future__ import annotations
 
 from ..result import Stats
-from .classical import classical_dual_update, classical_search
-from .phases import PhaseTimer, Progress, check, initialise
-from .tree import tree_search
+from .classical import classical_iterations
+from .phases import PhaseTimer, Progress, initialise
+from .tree import tree_iterations
 
 #: dual updates the classical variant may make before the hybrid switches to the tree variant
 MAX_CLASSICAL_DUAL_UPDATES = 8
@@ -33,19 +33,9 @@ def solve_hybrid(backend, state, stats: Stats, init: str = "jv", progress=None) 
     phase = PhaseTimer(stats, backend, state)
     initialise(backend, state, init, stats, phase)
     report = Progress(progress, state.n_rows)
-    classical = True
-    compressed = False
-    while n_free := check(backend, state, phase, report):
-        if not classical:
-            tree_search(backend, state, stats, phase, n_free, roots="all")
-        elif classical_search(backend, state, stats, phase, compressed):
-            compressed = True
-        elif stats.dual_updates < MAX_CLASSICAL_DUAL_UPDATES:
-            classical_dual_update(backend, state, stats, phase)
-            compressed = False
-        else:
-            classical = False
-            stats.phase_counts["switch_iteration"] = stats.iterations
+    if classical_iterations(backend, state, stats, phase, report, MAX_CLASSICAL_DUAL_UPDATES):
+        stats.phase_counts["switch_iteration"] = stats.iterations
+        tree_iterations(backend, state, stats, phase, report, roots="all")
     report(0, final=True)
     classical_updates = stats.dual_updates
     tree_updates, stats.phase_counts["search_steps"] = backend.counters(state)

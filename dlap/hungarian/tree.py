@@ -36,6 +36,12 @@ def tree_search(backend, state, stats: Stats, phase: PhaseTimer, n_free: int, ro
     stats.iterations += 1
 
 
+def tree_iterations(backend, state, stats: Stats, phase: PhaseTimer, report, roots: str) -> None:
+    """Iterate the tree variant until no row is free."""
+    while n_free := check(backend, state, phase, report):
+        tree_search(backend, state, stats, phase, n_free, roots)
+
+
 def solve_tree(
     backend, state, stats: Stats, init: str = "reduction", roots: str = "all", progress=None
 ) -> None:
@@ -46,7 +52,6 @@ def solve_tree(
     phase = PhaseTimer(stats, backend, state)
     initialise(backend, state, init, stats, phase)
     report = Progress(progress, state.n_rows)
-    while n_free := check(backend, state, phase, report):
-        tree_search(backend, state, stats, phase, n_free, roots)
+    tree_iterations(backend, state, stats, phase, report, roots)
     report(0, final=True)
     stats.dual_updates, stats.phase_counts["rows_scanned"] = backend.counters(state)

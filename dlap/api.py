@@ -6,10 +6,11 @@ import time
 
 import numpy as np
 
-from .problem import Problem, array_module, is_device_array, prepare
+from .dgs import STARTS, SWITCHINGS
+from .problem import InfeasibleError, Problem, array_module, is_device_array, prepare
 from .result import Assignment, Stats
 
-METHODS = ("auto", "classical", "tree", "hybrid")
+METHODS = ("auto", "classical", "tree", "hybrid", "dgs")
 DEVICES = ("auto", "cpu", "gpu")
 INITS = ("auto", "jv", "reduction")
 
@@ -24,7 +25,8 @@ def linear_sum_assignment(cost, maximize: bool = False, **options):
     maximize : bool
         Maximise the total instead of minimising it.
     **options
-        Passed to :func:`solve` (``method``, ``device``, ``init``, ``roots``).
+        Passed to :func:`solve` (``method``, ``device``, ``init``, ``roots``, and for
+        ``method="dgs"`` ``time_limit``, ``start``, ``seed``, ``switching``).
 
     Returns
     -------
@@ -51,8 +53,13 @@ def solve(
     init: str = "auto",
     roots: str = "auto",
     progress=None,
+    time_limit: float | None = None,
+    start: str = "greedy",
+    seed=0,
+    switching: str = "parallel",
 ) -> Assignment:
-    """Solve the LAP exactly and return an :class:`~dlap.Assignment` with duals and statistics.
+    """Solve the LAP exactly (or near-optimally by DGS) and return an :class:`~dlap.Assignment`
+    with duals and statistics.
 
     Parameters
     ----------
@@ -60,11 +67,13 @@ def solve(
         Cost matrix (any shape; ``+inf`` forbidden). Never modified. A CuPy array is solved on its
         GPU without a host copy, and the results are CuPy arrays.
     maximize : bool
-    method : {"auto", "classical", "tree", "hybrid"}
+    method : {"auto", "classical", "tree", "hybrid", "dgs"}
         The variant of Date & Nagi (2016), or the hybrid (classical until it has made a few dual
         updates, then tree; see :mod:`dlap.hungarian.hybrid`). ``"auto"``: on a GPU the
         hybrid; on the CPU classical for integer costs spanning at most n values and the tree
-        variant otherwise (see :func:`choose_method`).
+        variant otherwise (see :func:`choose_method`). ``"dgs"``: Deep Greedy Switching
+        (:mod:`dlap.dgs`), a heuristic: the result has ``heuristic=True``, the number of 2-exchanges
+        in ``stats.switches`` and a ``lower_bound`` from the row and column reductions.
     device : {"auto", "cpu", "gpu"}
         ``"auto"``: the GPU for a CuPy array, or for a matrix of at least ``GPU_MIN_ENTRIES``
         entries when CuPy sees a GPU; the CPU otherwise.
@@ -76,7 +85,18 @@ def solve(
         search), from one, or all while many rows are free and one after (``"auto"``).
     progress : callable or bool, optional
         ``callback(matched_rows, total_rows)`` called during the solve, or True for a progress bar
-        that appears when the solve takes more than a second.
+        that appears when the solve takes more than a second (exact methods).
+    time_limit : float, optional
+        ``method="dgs"`` only: seconds from the call after which DGS stops and returns the best
+        assignment so far (always full and valid; the start assignment is always completed).
+        ``stats.time_limit_reached`` says whether it stopped there or converged.
+    start : {"greedy", "random"}
+        ``method="dgs"``: the start assignment (``"random"``: a permutation drawn from ``seed``).
+    seed : int or numpy.random.SeedSequence
+        ``method="dgs"``, ``start="random"``: the seed; the same seed gives the same assignment.
+    switching : {"parallel", "sequential"}
+        ``method="dgs"``: apply every non-conflicting 2-exchange per round (Roverso et al.'s
+        Algorithm 3, CPU or GPU) or the single best one (Algorithm 1, CPU only).
 
     Raises
     ------
@@ -91,7 +111,17 @@ def solve(
     _check_choice("method", method, METHODS)
     _check_choice("device", device, DEVICES)
     _check_choice("init", init, INITS)
-    start = time.perf_counter()
+    _check_choice("start", start, STARTS)
+    _check_choice("switching", switching, SWITCHINGS)
+    if time_limit is not None and method != "dgs":
+        raise ValueError("time_limit applies to method='dgs' (the exact methods run to the optimum)")
+    if time_limit is not None and not time_limit >= 0:
+        raise ValueError(f"time_limit must be a non-negative number of seconds; got {time_limit!r}")
+    started = time.perf_counter()
+    if method == "dgs" and switching == "sequential":
+        if device == "gpu":
+            raise ValueError("switching='sequential' runs on the CPU; use device='cpu' or switching='parallel'")
+        device = "cpu"
     device = choose_device(cost, device)
     if device == "cpu" and is_device_array(cost):
         cost = cost.get()  # the CPU solves a host copy; results go back to the caller's GPU
@@ -101,10 +131,17 @@ def solve(
     if problem.matrix.size == 0:
         row_match, u, v = np.empty(0, dtype=np.int64), np.zeros(problem.n_rows), np.zeros(problem.n_cols)
         stats.method = method
+    elif method == "dgs":
+        deadline = started + (np.inf if time_limit is None else time_limit)
+        row_match, u, v = _run_dgs(backend, problem, stats, deadline, start=start, seed=seed, switching=switching)
     else:
         row_match, u, v = _run(backend, problem, stats, method, init, roots, progress)
     result = _assignment(problem, row_match, u, v, stats)
-    stats.seconds = time.perf_counter() - start
+    if method == "dgs":
+        result.heuristic = True
+        bound = float(u.sum() + v.sum())
+        result.lower_bound = -bound if problem.maximize else bound
+    stats.seconds = time.perf_counter() - started
     return result
 
 
@@ -172,6 +209,28 @@ def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress)
             solve_hybrid(backend, state, stats, init=init, progress=callback)
         else:
             solve_tree(backend, state, stats, init=init, roots=roots, progress=callback)
+    if problem.on_device:
+        return backend.to_device(state)
+    return backend.to_host(state)
+
+
+def _run_dgs(backend, problem: Problem, stats: Stats, deadline: float, **options):
+    """Deep Greedy Switching on the backend's device; the duals returned are the row and column
+    reductions (section 4.1 of Date & Nagi), whose sum bounds the optimum from below."""
+    from .dgs import deep_greedy_switching
+    from .hungarian.phases import PhaseTimer
+
+    stats.method = "dgs"
+    state = backend.allocate(problem)
+    phase = PhaseTimer(stats, backend, state)
+    with phase("initial_reduction"):
+        # rows only for a rectangular matrix: the longer side's column duals must stay <= 0
+        feasible = backend.initial_reduction(state, columns=problem.n_rows == problem.n_cols)
+    if not feasible:
+        raise InfeasibleError()
+    state.row_match[:] = deep_greedy_switching(
+        backend.switching(), state.cost, state.tol_scale, stats, phase, deadline=deadline, **options
+    )
     if problem.on_device:
         return backend.to_device(state)
     return backend.to_host(state)

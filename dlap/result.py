@@ -23,8 +23,9 @@ class Stats:
 
     ``phase_seconds`` and ``phase_counts`` are keyed by phase name (``initial_reduction``,
     ``optimality_check``, ``compress``, ``forward_pass``, ``reverse_pass``, ``augment``,
-    ``dual_update``). ``paths_per_iteration[k]`` is the number of vertex-disjoint augmenting paths
-    used in the k-th augmentation.
+    ``dual_update``; for DGS ``start``, ``full_evaluation``, ``switching``).
+    ``paths_per_iteration[k]`` is the number of vertex-disjoint augmenting paths used in the k-th
+    augmentation. ``iterations`` counts augmentations (DGS: switching rounds).
     """
 
     method: str = ""
@@ -37,6 +38,8 @@ class Stats:
     phase_seconds: dict = field(default_factory=dict)
     phase_counts: dict = field(default_factory=dict)
     paths_per_iteration: list = field(default_factory=list)
+    switches: int = 0  # DGS: 2-exchanges applied
+    time_limit_reached: bool = False  # DGS: stopped by its time limit, not by convergence
 
     def add(self, phase: str, seconds: float, count: int = 1) -> None:
         self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + seconds
@@ -54,6 +57,8 @@ class Stats:
             "phase_seconds": dict(self.phase_seconds),
             "phase_counts": dict(self.phase_counts),
             "paths_per_iteration": [int(p) for p in self.paths_per_iteration],
+            "switches": self.switches,
+            "time_limit_reached": self.time_limit_reached,
         }
 
 
@@ -95,7 +100,12 @@ class Assignment:
         minimising (``>=`` when maximising), equality on assigned pairs, and on the longer side of a
         rectangular matrix ``v_j <= 0`` (``>= 0`` when maximising), 0 where unassigned.
     stats : :class:`Stats`.
-    heuristic : True when the assignment comes from a heuristic (no optimality claim).
+    heuristic : True when the assignment comes from a heuristic (DGS): no optimality claim; the
+        duals are then those of the row and column reductions (feasible, but complementary
+        slackness does not hold) and :meth:`verify` measures the gap they prove.
+    lower_bound : heuristics only: the value of those reduction duals, a bound no assignment can
+        beat (an upper bound when maximising); ``abs(objective - lower_bound)`` is the most the
+        assignment can be from the optimum.
     """
 
     row_ind: np.ndarray
@@ -106,6 +116,7 @@ class Assignment:
     stats: Stats
     maximize: bool = False
     heuristic: bool = False
+    lower_bound: float | None = None
     cost: np.ndarray | None = field(default=None, repr=False)
 
     def __iter__(self):

@@ -47,6 +47,15 @@ def test_every_dtype_and_shape(dtype, shape, options):
         assert_same_optimum(cost, maximize, **options)
 
 
+@pytest.mark.parametrize("options", GPU_CONFIGS)
+def test_float32_subnormals_count(options):
+    """Found by hypothesis on an H200: a float32 subnormal flushed to zero tied with 0."""
+    for cost in (np.array([[0.0, -1.95e-43]], dtype=np.float32), np.array([[1e-45, 0.0], [0.0, 2e-45]], dtype=np.float32)):
+        for maximize in (False, True):
+            assert_same_optimum(cost, maximize, **options)
+            assert_same_optimum(cost.T.copy(), maximize, **options)
+
+
 FAMILY_CASES = [
     ("uniform", 0.1), ("uniform", 1.0), ("uniform", 10.0), ("float", None), ("geometric", None),
     ("machol-wien", None), ("ties", None),

@@ -73,6 +73,11 @@ class Backend(ABC):
     def augment(self, state: HungarianState) -> None:
         """Section 4.3.3: flip the edges along the kept paths."""
 
+    @abstractmethod
+    def switching(self):
+        """The Deep Greedy Switching primitives of this device (:mod:`dlap.dgs`), reading the
+        matrix where :meth:`allocate` placed it."""
+
     def synchronize(self, state: HungarianState) -> None:
         """Wait for the device's queued work (so a phase's time is its own; no-op on the CPU)."""
 

@@ -100,6 +100,11 @@ class CPUBackend(Backend):
     def augment(self, state):
         k.augment(state.aug_roots, state.n_paths, state.succ_row, state.row_match, state.col_match)
 
+    def switching(self):
+        from .cpu_dgs import CPUSwitching
+
+        return CPUSwitching()
+
     def counters(self, state):
         return int(state.counters[0]), int(state.counters[1])
 

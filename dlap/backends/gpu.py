@@ -362,6 +362,11 @@ class GPUBackend(Backend):
 
     # ---------------------------------------------------------------- results
 
+    def switching(self):
+        from .gpu_dgs import GPUSwitching
+
+        return GPUSwitching()
+
     def synchronize(self, state) -> None:
         cupy.cuda.get_current_stream().synchronize()
 

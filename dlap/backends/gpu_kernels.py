@@ -36,6 +36,7 @@ _TEMPLATES = {
     "forward": ("tree_forward_pass",),
     "tree": (),
     "paths": (),
+    "dgs": ("dgs_evaluate", "dgs_switch", "dgs_propose"),
 }
 #: modules whose kernels are launched cooperatively (CuPy sets this per module)
 _COOPERATIVE = {"forward"}

@@ -1,0 +1,169 @@
+"""Deep Greedy Switching (Naiem & El-Beltagy; parallel form by Roverso et al.): the driver.
+
+DGS starts from a full assignment and moves through 2-exchanges (two agents swap jobs) while one
+improves the objective. Written once against :class:`~dlap.dgs.primitives.SwitchingPrimitives`:
+
+- **start** (section 3.1): a full assignment, ``"greedy"`` (each unassigned row proposes to its
+  cheapest unheld column and each column keeps its cheapest proposal, until every row holds one)
+  or ``"random"`` (a seeded permutation); forbidden (+inf) pairs are then replaced along
+  augmenting paths of finite entries, so every assignment DGS holds is finite.
+- **difference evaluation** (section 3.2, Algorithm 2): every agent's best 2-exchange (ADE) and
+  every job's (JDE).
+- **switching** (section 3.3): ``"sequential"`` applies the single best exchange and re-evaluates
+  the two agents and two jobs it moved (Algorithm 1); ``"parallel"`` applies every exchange that
+  conflicts with no better one in one round, then re-evaluates the agents and jobs that moved or
+  whose candidate went stale (Algorithms 3 and 4).
+- when no candidate improves, everyone is evaluated again (the paper's outer ``repeat``); DGS
+  stops when that full evaluation finds nothing: the assignment is 2-exchange optimal.
+
+The assignment is full and valid at every step, so a deadline returns the best one so far.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..problem import InfeasibleError
+from ..result import Stats
+from .primitives import SwitchingPrimitives
+
+STARTS = ("greedy", "random")
+SWITCHINGS = ("parallel", "sequential")
+#: greedy start: proposal rounds at most; rows still unassigned then take the unheld columns in
+#: order (on instances where every row wants the same few columns, such as the GEOM benefit
+#: matrices, the rounds would otherwise number in the hundreds, each a pass over those rows)
+GREEDY_MAX_ROUNDS = 8
+#: sequential switching: matrix entries read per call between deadline checks
+SEQUENTIAL_CALL_ENTRIES = 1 << 22
+
+
+def deep_greedy_switching(prims: SwitchingPrimitives, cost, tol_scale: float, stats: Stats, phase, *,
+                          start: str = "greedy", seed=0, switching: str = "parallel",
+                          deadline: float = math.inf):
+    """Run DGS on ``cost`` (min form, n_rows <= n_cols, on the primitives' device) until it
+    converges or ``deadline`` (a ``time.perf_counter()`` value) passes; return ``row_match``.
+
+    Records in ``stats``: ``switches``, ``iterations`` (switching rounds or calls),
+    ``time_limit_reached``, and through ``phase`` (a :class:`~dlap.hungarian.phases.PhaseTimer`)
+    the times of the phases ``start``, ``full_evaluation`` and ``switching``.
+    """
+    with phase("start"):
+        state = prims.allocate(cost, tol_scale)
+        initial_assignment(prims, state, start, seed)
+    run = _sequential_switching if switching == "sequential" else _parallel_switching
+    stats.time_limit_reached = run(prims, state, stats, deadline, phase)
+    return state.row_match
+
+
+def initial_assignment(prims: SwitchingPrimitives, state, start: str, seed) -> None:
+    """A full finite assignment in ``state`` (see the module docstring), and ``held``."""
+    xp = prims.xp
+    if start == "random":
+        perm = np.random.default_rng(seed).permutation(state.n_cols)[: state.n_rows]
+        cols = xp.asarray(perm, dtype=prims.index_dtype)
+        rows = xp.arange(state.n_rows, dtype=prims.index_dtype)[state.cost[xp.arange(state.n_rows), cols] < math.inf]
+        state.row_match[rows] = cols[rows]
+        state.col_match[cols[rows]] = rows
+    else:
+        _greedy_start(prims, state)
+    if bool((state.row_match < 0).any()) and not prims.repair(state):
+        raise InfeasibleError()
+    held = xp.flatnonzero(state.col_match >= 0)
+    state.held[held] = state.cost[state.col_match[held], held]
+
+
+def _greedy_start(prims: SwitchingPrimitives, state) -> None:
+    """Rounds of proposals: every unassigned row proposes to its cheapest unheld column; a column
+    keeps its cheapest proposer (lowest row on ties). A row with no finite unheld column is left
+    for the repair (unheld columns only get fewer). After ``GREEDY_MAX_ROUNDS`` rounds the rows
+    left take the unheld columns in order (the repair then fixes any forbidden pair)."""
+    xp = prims.xp
+    rows = xp.arange(state.n_rows, dtype=prims.index_dtype)
+    for _ in range(GREEDY_MAX_ROUNDS):
+        if rows.size == 0:
+            return
+        cols, costs = prims.propose(state, rows)
+        ok = cols >= 0
+        rows, cols, costs = rows[ok], cols[ok], costs[ok]
+        if rows.size == 0:
+            break
+        order = xp.lexsort(xp.stack([rows.astype(np.float64), costs, cols.astype(np.float64)]))
+        by_col = cols[order]
+        first = xp.ones(by_col.size, dtype=bool)
+        first[1:] = by_col[1:] != by_col[:-1]
+        winners = order[first]
+        state.row_match[rows[winners]] = cols[winners]
+        state.col_match[cols[winners]] = rows[winners]
+        rows = rows[state.row_match[rows] < 0]
+    left = xp.flatnonzero(state.row_match < 0).astype(prims.index_dtype)
+    cols = xp.flatnonzero(state.col_match < 0)[: left.size].astype(prims.index_dtype)
+    finite = state.cost[left, cols] < math.inf
+    state.row_match[left[finite]] = cols[finite]
+    state.col_match[cols[finite]] = left[finite]
+
+
+def _evaluate_all(prims, state, stamp: int, deadline: float) -> bool:
+    """Difference evaluation of every agent and job, in chunks; False if the deadline cut it."""
+    per_call = max(1, prims.evaluation_chunk // max(state.n_cols, 1))
+    for lo in range(0, state.n_candidates, per_call):
+        if time.perf_counter() >= deadline:
+            return False
+        hi = min(state.n_candidates, lo + per_call)
+        prims.evaluate(state, prims.xp.arange(lo, hi, dtype=prims.index_dtype), stamp)
+    return True
+
+
+def _parallel_switching(prims, state, stats: Stats, deadline: float, phase) -> bool:
+    """Algorithm 3; returns whether the deadline stopped it."""
+    stamp, full, entities = 0, True, None
+    while True:
+        stamp += 1
+        if full:
+            with phase("full_evaluation"):
+                if not _evaluate_all(prims, state, stamp, deadline):
+                    return True
+        with phase("switching"):
+            if not full and entities.size:
+                prims.evaluate(state, entities, stamp)
+            stamp += 1
+            applied, entities = prims.parallel_round(state, stamp)
+        stats.iterations += 1
+        stats.switches += int(applied)
+        if applied == 0:
+            if full:
+                return False  # a full evaluation found no improving 2-exchange
+            full = True
+        else:
+            full = False
+        if time.perf_counter() >= deadline:
+            return True
+
+
+def _sequential_switching(prims, state, stats: Stats, deadline: float, phase) -> bool:
+    """Algorithm 1; returns whether the deadline stopped it."""
+    if not prims.sequential:
+        raise ValueError("switching='sequential' runs on the CPU (device='cpu')")
+    steps = max(1, SEQUENTIAL_CALL_ENTRIES // (5 * state.n_rows + state.n_cols))
+    clock = 1
+    with phase("full_evaluation"):
+        if not _evaluate_all(prims, state, clock, deadline):
+            return True
+    since_full = 0
+    while time.perf_counter() < deadline:
+        with phase("switching"):
+            none_left, clock, switches = prims.sequential_steps(state, clock, steps)
+        stats.iterations += 1
+        stats.switches += int(switches)
+        since_full += int(switches)
+        if none_left:
+            if since_full == 0:
+                return False
+            clock += 1
+            with phase("full_evaluation"):
+                if not _evaluate_all(prims, state, clock, deadline):
+                    return True
+            since_full = 0
+    return True

@@ -1,0 +1,184 @@
+"""Deep Greedy Switching (method="dgs"): a valid assignment always, a 2-exchange optimum when it
+converges, a true bound on its gap, deterministic, and on time."""
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dlap
+from dlap import generate
+
+from .helpers import reference
+from .test_properties import STRATEGIES
+
+#: every way of running DGS on the CPU
+DGS_CONFIGS = [
+    pytest.param({"switching": "parallel", "start": "greedy"}, id="parallel-greedy"),
+    pytest.param({"switching": "parallel", "start": "random"}, id="parallel-random"),
+    pytest.param({"switching": "sequential", "start": "greedy"}, id="sequential-greedy"),
+    pytest.param({"switching": "sequential", "start": "random", "seed": 7}, id="sequential-random"),
+]
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def best_exchange(cost, rows, cols, maximize):
+    """The most improving 2-exchange left in an assignment (brute force; 0 if none): the holders of
+    two columns swap them (a holder of none: the other moves there)."""
+    c = np.asarray(cost, dtype=np.float64) * (-1.0 if maximize else 1.0)
+    if c.shape[0] > c.shape[1]:
+        c, rows, cols = c.T, cols, rows
+    holder = np.full(c.shape[1], -1)
+    holder[cols] = rows
+    best = 0.0
+    for a in range(c.shape[1]):
+        for b in range(a + 1, c.shape[1]):
+            x, y = holder[a], holder[b]
+            d = (c[x, b] - c[x, a] if x >= 0 else 0.0) + (c[y, a] - c[y, b] if y >= 0 else 0.0)
+            best = min(best, d)
+    return best
+
+
+def assert_dgs_result(result, cost, maximize=False, converged=True):
+    """scipy's format, a permutation avoiding forbidden pairs, a bound that brackets scipy's
+    optimum, and (once converged) no improving 2-exchange."""
+    cost = np.asarray(cost)
+    rows, cols = result.row_ind, result.col_ind
+    assert rows.dtype == np.int64 and cols.dtype == np.int64
+    assert len(rows) == min(cost.shape) and np.all(np.diff(rows) > 0)
+    assert len(np.unique(cols)) == len(cols) and cols.max(initial=0) < cost.shape[1]
+    picked = cost[rows, cols].astype(np.float64)
+    assert np.isfinite(picked).all(), "a forbidden pair was assigned"
+    assert result.heuristic and result.stats.method == "dgs"
+    assert result.stats.time_limit_reached == (not converged)
+    exact, error = reference(cost, maximize)
+    assert error is None
+    optimum = float(exact.astype(np.float64).sum())
+    scale = float(np.abs(picked).sum() + np.abs(exact.astype(np.float64)).sum()) or 1.0
+    tol = 1e-9 * scale
+    sign = -1.0 if maximize else 1.0
+    assert abs(result.objective - picked.sum()) <= tol
+    assert sign * result.lower_bound <= sign * optimum + tol, "the bound passes the optimum"
+    assert sign * optimum <= sign * result.objective + tol
+    cert = result.verify()
+    assert sign * cert.lower_bound >= sign * result.lower_bound - tol  # verify() repairs the duals
+    assert cert.gap + tol >= abs(result.objective - optimum)
+    if converged:
+        assert best_exchange(cost, rows, cols, maximize) >= -tol, "an improving 2-exchange is left"
+
+
+def check_dgs_strategy(strategy: str, options: dict, settings_) -> None:
+    """Hypothesis: on ``strategy``'s matrices, scipy's errors where scipy raises, otherwise a valid
+    2-exchange optimum with a true bound, the caller's matrix untouched (CPU and GPU tests)."""
+
+    @settings_
+    @given(cost=STRATEGIES[strategy], maximize=st.booleans(), transpose=st.booleans())
+    def check(cost, maximize, transpose):
+        if maximize and strategy == "forbidden":
+            cost = -cost
+        cost = cost.T if transpose else cost
+        before = cost.copy()
+        _, error = reference(cost, maximize)
+        if error is not None:
+            with pytest.raises(ValueError, match=error):
+                dlap.solve(cost, maximize=maximize, method="dgs", **options)
+            return
+        result = dlap.solve(cost, maximize=maximize, method="dgs", **options)
+        np.testing.assert_array_equal(cost, before)
+        assert_dgs_result(result, cost, maximize)
+
+    check()
+
+
+@pytest.mark.parametrize("options", DGS_CONFIGS)
+@pytest.mark.parametrize("strategy", list(STRATEGIES), ids=list(STRATEGIES))
+def test_dgs_properties(options, strategy):
+    check_dgs_strategy(strategy, {"device": "cpu", **options}, SETTINGS)
+
+
+FAMILIES = [
+    ("uniform", lambda: generate.uniform(120, 10, seed=3), False),
+    ("geometric", lambda: generate.geometric(120, seed=4), False),
+    ("geometric-benefit", lambda: generate.geometric(120, seed=5, same_points=True), True),
+    ("rectangular", lambda: generate.uniform_float(70, m=110, seed=6), False),
+    ("tall", lambda: generate.uniform(110, 10, m=70, seed=7), True),
+    ("ties", lambda: generate.ties(100, seed=8), False),
+    ("machol-wien", lambda: generate.machol_wien(60), False),
+]
+
+
+@pytest.mark.parametrize("options", DGS_CONFIGS)
+@pytest.mark.parametrize("family", FAMILIES, ids=[f[0] for f in FAMILIES])
+def test_dgs_families(options, family):
+    _, make, maximize = family
+    cost = make()
+    assert_dgs_result(dlap.solve(cost, maximize=maximize, method="dgs", device="cpu", **options), cost, maximize)
+
+
+@pytest.mark.parametrize("options", DGS_CONFIGS)
+def test_never_worse_than_its_start(options):
+    """time_limit=0 returns the start assignment; switching only improves on it."""
+    cost = generate.geometric(200, seed=11)
+    start = dlap.solve(cost, method="dgs", device="cpu", time_limit=0, **options)
+    assert start.stats.time_limit_reached and start.stats.switches == 0
+    assert_dgs_result(start, cost, converged=False)
+    done = dlap.solve(cost, method="dgs", device="cpu", **options)
+    assert done.stats.switches > 0
+    assert done.objective < start.objective
+
+
+def test_deterministic_under_a_seed():
+    cost = generate.geometric(300, seed=12)
+    runs = [dlap.solve(cost, method="dgs", device="cpu", start="random", seed=s).col_ind for s in (5, 5, 6)]
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], runs[2])
+
+
+def test_sequential_and_parallel_reach_2_exchange_optima_near_the_optimum():
+    """The paper's GEOM benefit instances (maximising distances within one point set): DGS within
+    0.6% of the optimum (Roverso et al.'s worst observed gap)."""
+    cost = generate.geometric(400, seed=13, same_points=True)
+    exact, _ = reference(cost, maximize=True)
+    optimum = exact.sum()
+    for switching in ("parallel", "sequential"):
+        result = dlap.solve(cost, maximize=True, method="dgs", device="cpu", switching=switching)
+        assert (optimum - result.objective) / optimum <= 0.006
+
+
+@pytest.mark.parametrize("switching", ["parallel", "sequential"])
+def test_time_limit_is_honoured(switching):
+    """A limit shorter than the run: a full, valid assignment back within 50 ms of it."""
+    cost = generate.geometric(2500, seed=14)
+    dlap.solve(cost[:300, :300], method="dgs", device="cpu", switching=switching, start="random")  # compile
+    free = dlap.solve(cost, method="dgs", device="cpu", switching=switching, start="random")
+    limit = 0.05
+    assert free.stats.seconds > 3 * limit, "the instance must outlast the limit"
+    started = time.perf_counter()
+    capped = dlap.solve(cost, method="dgs", device="cpu", switching=switching, start="random", time_limit=limit)
+    elapsed = time.perf_counter() - started
+    assert capped.stats.time_limit_reached
+    assert elapsed <= limit + 0.05, elapsed
+    assert len(np.unique(capped.col_ind)) == cost.shape[0]
+    assert free.objective <= capped.objective
+
+
+def test_errors():
+    cost = generate.uniform(5, seed=1)
+    with pytest.raises(ValueError, match="time_limit applies to method='dgs'"):
+        dlap.solve(cost, time_limit=1.0)
+    with pytest.raises(ValueError, match="time_limit must be"):
+        dlap.solve(cost, method="dgs", time_limit=-1)
+    with pytest.raises(ValueError, match="start must be one of"):
+        dlap.solve(cost, method="dgs", start="best")
+    with pytest.raises(ValueError, match="switching must be one of"):
+        dlap.solve(cost, method="dgs", switching="both")
+    empty = dlap.solve(np.zeros((0, 3)), method="dgs")
+    assert empty.row_ind.size == 0
+
+
+def test_linear_sum_assignment_takes_dgs():
+    cost = generate.geometric(50, seed=2, same_points=True)
+    rows, cols = dlap.linear_sum_assignment(cost, maximize=True, method="dgs", time_limit=10.0)
+    assert len(np.unique(cols)) == 50 and np.array_equal(rows, np.arange(50))

@@ -50,6 +50,17 @@ def test_solve_generated_with_options(capsys):
     assert "dlap classical on cpu" in capsys.readouterr().out
 
 
+def test_solve_with_dgs_reports_the_heuristic_and_writes_its_solution(tmp_path, capsys):
+    out_npz = tmp_path / "dgs.npz"
+    assert run("solve", "--family", "geometric", "--n", "60", "--method", "dgs", "--start", "random",
+               "--switching", "sequential", "--time-limit", "5", "--json", "--out", str(out_npz)) == 0
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert info["heuristic"] and info["method"] == "dgs" and info["lower_bound"] <= info["objective"]
+    saved = np.load(out_npz)
+    cost = generate.geometric(60, seed=0)
+    assert cost[saved["row_ind"], saved["col_ind"]].sum() == pytest.approx(info["objective"], rel=1e-12)
+
+
 def test_bad_matrix_gives_scipy_message_and_exit_code(tmp_path, capsys):
     path = tmp_path / "bad.csv"
     path.write_text("1,nan\n2,3\n")

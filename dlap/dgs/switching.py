@@ -63,10 +63,7 @@ def initial_assignment(prims: SwitchingPrimitives, state, start: str, seed) -> N
     xp = prims.xp
     if start == "random":
         perm = np.random.default_rng(seed).permutation(state.n_cols)[: state.n_rows]
-        cols = xp.asarray(perm, dtype=prims.index_dtype)
-        rows = xp.arange(state.n_rows, dtype=prims.index_dtype)[state.cost[xp.arange(state.n_rows), cols] < math.inf]
-        state.row_match[rows] = cols[rows]
-        state.col_match[cols[rows]] = rows
+        _assign_finite(state, xp.arange(state.n_rows, dtype=prims.index_dtype), xp.asarray(perm, dtype=prims.index_dtype))
     else:
         _greedy_start(prims, state)
     if bool((state.row_match < 0).any()) and not prims.repair(state):
@@ -99,10 +96,15 @@ def _greedy_start(prims: SwitchingPrimitives, state) -> None:
         state.col_match[cols[winners]] = rows[winners]
         rows = rows[state.row_match[rows] < 0]
     left = xp.flatnonzero(state.row_match < 0).astype(prims.index_dtype)
-    cols = xp.flatnonzero(state.col_match < 0)[: left.size].astype(prims.index_dtype)
-    finite = state.cost[left, cols] < math.inf
-    state.row_match[left[finite]] = cols[finite]
-    state.col_match[cols[finite]] = left[finite]
+    _assign_finite(state, left, xp.flatnonzero(state.col_match < 0)[: left.size].astype(prims.index_dtype))
+
+
+def _assign_finite(state, rows, cols) -> None:
+    """Assign ``rows[k]`` to ``cols[k]`` wherever that pair is not forbidden (the repair assigns
+    the others)."""
+    finite = state.cost[rows, cols] < math.inf
+    state.row_match[rows[finite]] = cols[finite]
+    state.col_match[cols[finite]] = rows[finite]
 
 
 def _evaluate_all(prims, state, stamp: int, deadline: float) -> bool:

@@ -86,3 +86,11 @@ def check_strategy(strategy: str, options: dict, settings_) -> None:
 @pytest.mark.parametrize("strategy", list(STRATEGIES), ids=list(STRATEGIES))
 def test_agrees_with_scipy(options, strategy):
     check_strategy(strategy, options, SETTINGS)
+
+
+@pytest.mark.parametrize("options", CONFIGS)
+def test_where_scipy_rounds(options):
+    """Found by hypothesis: scipy returns 2e-12 where -32768 + 32768 = 0 is optimal; the two differ
+    by less than the rounding of entries of 32768, so either answer, certified, agrees."""
+    cost = np.array([[-32768.0, 1e-12, 1e-12, 1e-12], [1e-12, 32769.0, 32768.0, 32768.0]])
+    assert_same_optimum(cost, **options)

@@ -84,7 +84,7 @@ def _report(result, label: str, seconds: float, as_json: bool) -> dict:
     cert = result.verify()
     info = {
         "instance": label,
-        "shape": list(result.cost.shape),
+        "shape": [len(result.row_duals), len(result.col_duals)],
         "method": result.stats.method,
         "device": result.stats.device,
         "objective": result.objective,
@@ -113,6 +113,8 @@ def _report(result, label: str, seconds: float, as_json: bool) -> dict:
 
 
 def cmd_solve(args) -> int:
+    if args.scheduler or args.workers:
+        return _solve_distributed(args)
     cost, label = _instance(args)
     start = time.perf_counter()
     dgs = {"time_limit": args.time_limit, "start": args.start, "switching": args.switching} if args.method == "dgs" else {}
@@ -128,6 +130,38 @@ def cmd_solve(args) -> int:
             ),
         )
     return 0 if info["optimal"] or result.heuristic else 1  # a heuristic claims no optimality
+
+
+def _solve_distributed(args) -> int:
+    """``dlap solve --scheduler ADDRESS`` / ``--workers N``: the Dask engine. A Zarr input is read
+    by the workers; a generated uniform instance is generated on them; other inputs are loaded
+    here and scattered."""
+    try:
+        import dask.array as da
+
+        from . import distributed as dd
+    except ImportError:
+        raise SystemExit("dlap: --scheduler/--workers need the Dask engine: pip install 'dlap[distributed]'") from None
+    method = "classical" if args.method == "auto" else args.method
+    if method not in dd.METHODS:
+        raise SystemExit(f"dlap: the Dask engine runs {' or '.join(dd.METHODS)}, not {args.method!r}")
+    if args.input and args.input.endswith(".zarr"):
+        cost, label = args.input, args.input
+    elif not args.input and args.family == "uniform":
+        f = 1.0 if args.f is None else args.f
+        cost = generate.uniform_dask(args.n, f, seed=args.seed, gpu=dd.cluster.gpus_visible() > 0 and not args.scheduler)
+        label = f"uniform f={f:g} n={args.n} seed={args.seed} (counter-based, generated on the workers)"
+    else:
+        matrix, label = _instance(args)
+        cost = da.from_array(matrix)
+    start = time.perf_counter()
+    result = dd.solve(cost, method=method, maximize=args.maximize, scheduler=args.scheduler,
+                      n_workers=args.workers, protocol=args.protocol, progress=True)
+    info = _report(result, label, time.perf_counter() - start, args.json)
+    if args.out:
+        write_atomically(args.out, lambda tmp: np.savez(
+            tmp, row_ind=result.row_ind, col_ind=result.col_ind, row_duals=result.row_duals, col_duals=result.col_duals))
+    return 0 if info["optimal"] else 1
 
 
 def cmd_generate(args) -> int:
@@ -215,6 +249,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--switching", default="parallel", choices=SWITCHINGS, help="method dgs")
     p.add_argument("--out", help="write row_ind, col_ind and duals to this .npz")
     p.add_argument("--json", action="store_true", help="print one JSON line")
+    p.add_argument("--scheduler", help="solve on this Dask cluster (the Dask engine; method classical or tree)")
+    p.add_argument("--workers", type=int, help="ranks: that many workers (starts a local cluster without --scheduler)")
+    p.add_argument("--protocol", default="tcp", help="local cluster's protocol: tcp, or ucx (distributed-ucxx)")
     p.set_defaults(run=cmd_solve)
 
     p = sub.add_parser("generate", help="write a generated instance to .npy, .csv or .zarr")

@@ -97,3 +97,23 @@ def test_console_script_entry_point():
                           capture_output=True, text=True, check=True)
     info = json.loads(done.stdout.strip().splitlines()[-1])
     assert info["optimal"] and info["shape"] == [100, 100]
+
+
+def test_solve_on_a_dask_cluster(tmp_path, capsys):
+    """--workers starts a local cluster; --scheduler attaches to one; a .zarr input is read by the
+    workers; the answer equals the single-machine solver's."""
+    distributed = pytest.importorskip("distributed")
+    assert run("solve", "--workers", "2", "--n", "120", "--f", "10", "--method", "tree", "--json") == 0
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    cost = generate.uniform_block((0, 120), (0, 120), 120, 1200, 0)
+    from dlap import solve
+
+    assert info["method"] == "distributed-tree" and info["objective"] == solve(cost).objective and info["optimal"]
+    path = tmp_path / "m.zarr"
+    assert run("generate", "--family", "uniform", "--n", "90", "--f", "10", "--out", str(path)) == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster:
+        assert run("solve", str(path), "--scheduler", cluster.scheduler_address, "--json") == 0
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert info["method"] == "distributed-classical" and info["objective"] == solve(generate.uniform(90, 10)).objective
+    with pytest.raises(SystemExit, match="runs classical or tree"):
+        run("solve", "--workers", "2", "--method", "dgs")

@@ -14,6 +14,13 @@ def test_compose_services():
     assert "8787:8787" in services["scheduler"]["ports"]  # the dashboard
     worker = services["worker"]
     assert worker["command"].startswith("dask-cuda-worker tcp://scheduler:8786")
+    # the options dlap's own local clusters use: slabs are never spilled off the GPU
+    from dlap.distributed.cluster import GPU_WORKER_OPTIONS
+
+    assert GPU_WORKER_OPTIONS == {"device_memory_limit": 0, "memory_limit": 0}
+    assert "--device-memory-limit 0" in worker["command"] and "--memory-limit 0" in worker["command"]
+    assert worker["ipc"] == "host"
+    assert worker["volumes"] == services["notebook"]["volumes"]  # workers read the client's Zarr stores
     gpus = worker["deploy"]["resources"]["reservations"]["devices"][0]
     assert gpus["driver"] == "nvidia" and "gpu" in gpus["capabilities"]
     assert worker["environment"]["NCCL_NVLS_ENABLE"] == "0"

@@ -9,7 +9,7 @@ from nbclient import NotebookClient
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
-@pytest.mark.parametrize("name", ["quickstart.ipynb"])
+@pytest.mark.parametrize("name", ["quickstart.ipynb", "distributed.ipynb"])
 def test_notebook_executes(name):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()

@@ -30,12 +30,22 @@ class Backend(ABC):
         """Place the cost matrix on the device and allocate the state arrays."""
 
     @abstractmethod
+    def allocate_graph(self, shape: tuple[int, int], dtype, tol_scale: float) -> HungarianState:
+        """The state arrays for a matrix of ``shape`` held elsewhere: the Dask engine's replicated
+        search state, whose matrix is split across the ranks (``state.cost`` has the shape and
+        dtype but no memory; only the graph phases may run on it)."""
+
+    @abstractmethod
     def initial_reduction(self, state: HungarianState, columns: bool) -> bool:
         """Section 4.1: row reduction, then column reduction if ``columns``; False if infeasible."""
 
     @abstractmethod
     def jv_initialisation(self, state: HungarianState) -> bool:
         """Jonker-Volgenant column reduction, reduction transfer and augmenting row reduction."""
+
+    @abstractmethod
+    def column_reduction(self, state: HungarianState) -> None:
+        """Algorithm 1, column reduction with the state's row duals: ``v[j] = min_i (C - u)``."""
 
     @abstractmethod
     def initial_assignment(self, state: HungarianState) -> int:
@@ -54,12 +64,28 @@ class Backend(ABC):
         """Section 4.3.1, classical: BFS over the CSR from all free rows; returns reverse columns."""
 
     @abstractmethod
-    def classical_dual_update(self, state: HungarianState) -> float:
-        """Section 4.4, classical: two-stage dual update; returns theta (inf: infeasible)."""
+    def classical_theta(self, state: HungarianState) -> float:
+        """Section 4.4, Algorithm 7: theta = min slack over the forest rows
+        ``rows_q[:n_forest_rows]`` x the uncovered columns (inf: no finite edge leaves them)."""
+
+    @abstractmethod
+    def classical_shift(self, state: HungarianState, theta: float) -> None:
+        """Section 4.4, Algorithm 8: forest rows gain ``theta``, covered columns lose it."""
 
     @abstractmethod
     def tree_forward_pass(self, state: HungarianState, n_roots: int, collect_ties: bool) -> int:
         """Section 4.3.1, tree: grow trees from the first ``n_roots`` free rows; -1: infeasible."""
+
+    @abstractmethod
+    def tree_scan(self, state: HungarianState, rows, shift, n: int) -> None:
+        """Algorithm 4's expansion for an explicit frontier: every row ``rows[q]`` (q < n) lowers
+        ``slack[j]`` to ``shift[q] + C[rows[q], j] - v_open[j]`` where that is lower, recording
+        the row in ``col_pred``. The Dask engine's tree search runs it on a column slab."""
+
+    @abstractmethod
+    def load_reverse(self, state: HungarianState, n_reverse: int) -> None:
+        """Declare ``reverse[:n_reverse]`` as the free columns a search reached, for a search run
+        outside the backend (the Dask engine's), before :meth:`reverse_pass`."""
 
     @abstractmethod
     def tree_dual_update(self, state: HungarianState) -> None:

@@ -23,15 +23,21 @@ class CPUBackend(Backend):
             problem.matrix, np, np.int64, np.bool_, 0.0 if problem.is_integer else FLOAT_TOL_SCALE
         )
 
+    def allocate_graph(self, shape, dtype, tol_scale):
+        cost = np.broadcast_to(np.zeros((), dtype=dtype), shape)
+        return HungarianState.allocate(cost, np, np.int64, np.bool_, tol_scale)
+
     def initial_reduction(self, state, columns):
         k.row_reduction(state.cost, state.u)
         if not np.isfinite(state.u).all():
             return False  # a row of forbidden entries only
         if columns:
-            argmin = np.empty(state.n_cols, dtype=np.int64)
-            k.column_reduction(state.cost, state.u, state.v, argmin)
+            self.column_reduction(state)
             return bool(np.isfinite(state.v).all())
         return True
+
+    def column_reduction(self, state):
+        k.column_reduction(state.cost, state.u, state.v, np.empty(state.n_cols, dtype=np.int64))
 
     def jv_initialisation(self, state):
         n_rows, n_cols = state.cost.shape
@@ -71,10 +77,11 @@ class CPUBackend(Backend):
         )
         return state.n_reverse
 
-    def classical_dual_update(self, state):
-        return k.classical_dual_update(
-            state.cost, state.u, state.v, state.rows_q, state.n_forest_rows, state.col_seen
-        )
+    def classical_theta(self, state):
+        return k.classical_theta(state.cost, state.u, state.v, state.rows_q, state.n_forest_rows, state.col_seen)
+
+    def classical_shift(self, state, theta):
+        k.classical_shift(state.u, state.v, state.rows_q, state.n_forest_rows, state.col_seen, theta)
 
     def tree_forward_pass(self, state, n_roots, collect_ties):
         state.n_reverse, state.n_forest_rows, state.n_forest_cols, state.level = k.tree_forward_pass(
@@ -83,6 +90,12 @@ class CPUBackend(Backend):
             state.v_open, state.forest_cols, state.rows_q, state.reverse, state.counters,
         )
         return state.n_reverse
+
+    def tree_scan(self, state, rows, shift, n):
+        k.tree_scan(state.cost, rows, shift, n, state.v_open, state.slack, state.col_pred)
+
+    def load_reverse(self, state, n_reverse):
+        state.n_reverse = n_reverse
 
     def tree_dual_update(self, state):
         k.tree_dual_update(

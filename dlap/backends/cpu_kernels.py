@@ -319,13 +319,9 @@ def classical_forward_pass(
 
 
 @njit(cache=True, parallel=True, nogil=True)
-def classical_dual_update(C, u, v, rows_q, n_q, col_seen):
-    """Algorithms 7 and 8: theta = min slack over forest rows x uncovered columns, then shift.
-
-    Stage 1 (parallel over forest rows) finds theta; stage 2 raises the forest rows' duals and
-    lowers the covered columns' duals by theta, which keeps every assigned edge tight and makes
-    the minimising edge tight. Returns theta (inf: no finite edge leaves the forest, infeasible).
-    """
+def classical_theta(C, u, v, rows_q, n_q, col_seen):
+    """Algorithm 7: theta = min slack over forest rows x uncovered columns, in parallel over the
+    forest rows. Returns inf when no finite edge leaves the forest (infeasible)."""
     n_cols = C.shape[1]
     row_low = np.empty(n_q, dtype=np.float64)
     for q in prange(n_q):
@@ -342,14 +338,20 @@ def classical_dual_update(C, u, v, rows_q, n_q, col_seen):
     for q in range(n_q):
         if row_low[q] < theta:
             theta = row_low[q]
+    return theta
+
+
+@njit(cache=True, nogil=True)
+def classical_shift(u, v, rows_q, n_q, col_seen, theta):
+    """Algorithm 8: the forest rows' duals rise and the covered columns' duals fall by theta,
+    which keeps every assigned edge tight and makes the minimising edge tight."""
     if theta == INF:
-        return theta
+        return
     for q in range(n_q):
         u[rows_q[q]] += theta
-    for j in range(n_cols):
+    for j in range(v.shape[0]):
         if col_seen[j]:
             v[j] -= theta
-    return theta
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,6 +372,22 @@ def _scan_row(row, shift, v_open, slack, col_pred, i):
         if s < slack[j]:
             slack[j] = s
             col_pred[j] = i
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def tree_scan(C, rows, shift, n, v_open, slack, col_pred):
+    """Algorithm 4's expansion for an explicit frontier ``rows[:n]`` (the Dask engine's tree
+    search on a column slab): blocks of columns in parallel, the frontier rows inside, so each
+    block streams the rows' segments. A column keeps the first row that gives its lowest slack.
+    """
+    n_cols = C.shape[1]
+    n_blocks = (n_cols + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
+    for b in prange(n_blocks):
+        lo = b * _COLUMN_BLOCK
+        hi = min(n_cols, lo + _COLUMN_BLOCK)
+        for q in range(n):
+            i = rows[q]
+            _scan_row(C[i, lo:hi], shift[q], v_open[lo:hi], slack[lo:hi], col_pred[lo:hi], i)
 
 
 @njit(cache=True, nogil=True)

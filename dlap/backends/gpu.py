@@ -87,6 +87,12 @@ def _unordered(bits: int) -> float:
     return struct.unpack("<d", raw.to_bytes(8, "little"))[0]
 
 
+def _ordered(x: float) -> np.uint64:
+    """common.cuh's ordered(): the order-preserving u64 of a double (for the atomicMin slots)."""
+    bits = struct.unpack("<Q", struct.pack("<d", x))[0]
+    return np.uint64(~bits & (2**64 - 1) if bits >> 63 else bits | (1 << 63))
+
+
 def _finite(x) -> bool:
     return bool(cupy.isfinite(x).all())
 
@@ -112,12 +118,9 @@ class GPUBackend(Backend):
             f"a {n_rows} x {n_cols} {matrix.dtype} cost matrix "
             f"({matrix_bytes / 2**30:.2f} GiB to copy, {(state_bytes + band_bytes) / 2**20:.0f} MiB of solver state)",
         )
-        state = GPUState.allocate(
-            matrix if on_device else cupy.empty(matrix.shape, matrix.dtype), cupy, np.int32, np.int32,
+        state = self._allocate_state(
+            matrix if on_device else cupy.empty(matrix.shape, matrix.dtype),
             0.0 if problem.is_integer else FLOAT_TOL_SCALE,
-            ctl=cupy.zeros(gk.CTL_SIZE, dtype=np.uint64),
-            barrier=cupy.zeros(2, dtype=np.uint32),
-            device_id=cupy.cuda.runtime.getDevice(),
             zeros_rows=cupy.zeros(n_rows),
             zeros_cols=cupy.zeros(n_cols),
             band_rows=band_rows,
@@ -127,6 +130,18 @@ class GPUBackend(Backend):
         if not on_device:
             self._upload(matrix, state)
         return state
+
+    @staticmethod
+    def _allocate_state(cost, tol_scale: float, **extra) -> GPUState:
+        return GPUState.allocate(
+            cost, cupy, np.int32, np.int32, tol_scale,
+            ctl=cupy.zeros(gk.CTL_SIZE, dtype=np.uint64), barrier=cupy.zeros(2, dtype=np.uint32),
+            device_id=cupy.cuda.runtime.getDevice(), **extra,
+        )
+
+    def allocate_graph(self, shape, dtype, tol_scale):
+        require_device_memory(STATE_BYTES_PER_VERTEX * sum(shape), f"the search state of a {shape} matrix")
+        return self._allocate_state(cupy.broadcast_to(cupy.zeros((), dtype=dtype), shape), tol_scale)
 
     # ---------------------------------------------------------------- host-to-device copy
 
@@ -206,9 +221,12 @@ class GPUBackend(Backend):
         if not _finite(state.u):
             return False  # a row of forbidden entries only
         if columns:
-            self._column_minimum(state, state.u)
+            self.column_reduction(state)
             return _finite(state.v)
         return True
+
+    def column_reduction(self, state):
+        self._column_minimum(state, state.u)
 
     def jv_initialisation(self, state):
         n_rows, n_cols = state.n_rows, state.n_cols
@@ -328,17 +346,21 @@ class GPUBackend(Backend):
         self._read_search(state)
         return state.n_reverse
 
-    def classical_dual_update(self, state):
-        state.ctl[gk.CTL_THETA] = gk.ORDERED_INF
+    def classical_theta(self, state):
         n_q = state.n_forest_rows
+        state.ctl[gk.CTL_N_Q] = n_q
+        state.ctl[gk.CTL_THETA] = gk.ORDERED_INF
         gk.kernel("classical", "classical_theta", state.cost.dtype)((max(n_q, 1),), (gk.BLOCK,), (
             state.cost, np.int32(state.n_cols), state.rows_q, state.u, state.v, state.col_seen, state.ctl,
         ))
+        return _unordered(int(state.ctl[gk.CTL_THETA]))
+
+    def classical_shift(self, state, theta):
+        state.ctl[gk.CTL_THETA] = _ordered(theta)
         gk.kernel("classical", "classical_shift")(
-            (gk.blocks(max(state.n_cols, n_q)),), (gk.BLOCK,),
+            (gk.blocks(max(state.n_cols, state.n_forest_rows)),), (gk.BLOCK,),
             (state.rows_q, np.int32(state.n_cols), state.col_seen, state.ctl, state.u, state.v),
         )
-        return _unordered(int(state.ctl[gk.CTL_THETA]))
 
     # ---------------------------------------------------------------- tree variant
 
@@ -353,6 +375,16 @@ class GPUBackend(Backend):
         if ctl[gk.CTL_STATUS] == 2:
             raise RuntimeError("dlap internal error: the GPU tree search stopped making progress")
         return -1 if ctl[gk.CTL_STATUS] else state.n_reverse
+
+    def tree_scan(self, state, rows, shift, n):
+        gk.kernel("tree", "tree_scan", state.cost.dtype)((gk.blocks(state.n_cols),), (gk.BLOCK,), (
+            state.cost, np.int32(state.n_cols), rows, shift, np.int32(n), state.v_open, state.slack, state.col_pred,
+        ))
+
+    def load_reverse(self, state, n_reverse):
+        state.n_reverse = n_reverse
+        state.ctl[gk.CTL_N_REV] = n_reverse
+        state.ctl[gk.CTL_N_PATHS] = 0
 
     def tree_dual_update(self, state):
         gk.kernel("tree", "tree_dual_update")(

@@ -34,7 +34,7 @@ _TEMPLATES = {
     ),
     "classical": ("compress_count", "compress_fill", "classical_theta"),
     "forward": ("tree_forward_pass",),
-    "tree": (),
+    "tree": ("tree_scan",),
     "paths": (),
     "dgs": ("dgs_evaluate", "dgs_switch", "dgs_propose"),
 }

@@ -33,7 +33,8 @@ def classical_search(backend, state, stats: Stats, phase: PhaseTimer, compressed
 def classical_dual_update(backend, state, stats: Stats, phase: PhaseTimer) -> None:
     """The two-stage dual update after a forward pass that reached no free column."""
     with phase("dual_update"):
-        theta = backend.classical_dual_update(state)
+        theta = backend.classical_theta(state)
+        backend.classical_shift(state, theta)
     if theta == float("inf"):
         raise InfeasibleError()
     stats.dual_updates += 1

@@ -1,0 +1,13 @@
+"""The Dask engine: exact LAP solves over the workers of a Dask cluster (Date & Nagi 2016, section 5).
+
+``solve(cost, client=None, method="classical"|"tree")`` takes a dask array, a Zarr array or a
+Zarr path; see :mod:`dlap.distributed.solve` (API), :mod:`~dlap.distributed.data` (placement),
+:mod:`~dlap.distributed.engine` (the SPMD solve on each rank), :mod:`~dlap.distributed.comm`
+(NCCL and Dask-RPC collectives), :mod:`~dlap.distributed.cluster` and
+:mod:`~dlap.distributed.progress`. Needs the ``distributed`` extra (``dask-cuda`` for GPUs).
+"""
+
+from .cluster import start_cluster
+from .solve import METHODS, DistributedAssignment, WorkerLostError, solve
+
+__all__ = ["METHODS", "DistributedAssignment", "WorkerLostError", "solve", "start_cluster"]

@@ -1,0 +1,221 @@
+"""``dlap.distributed.solve``: an exact LAP solve over the workers of a Dask cluster."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..result import Assignment, Certificate, Stats
+from .cluster import connected
+from .data import as_source, place_slabs, slab_bounds
+from .comm import CommAborted, register_rpc_handler
+from .engine import SPLIT_AXIS, RankSpec, run_rank
+from .progress import watch
+
+METHODS = tuple(SPLIT_AXIS)
+#: seconds the client waits for the other ranks to stop once a solve has failed
+ABORT_GRACE = 20.0
+#: seconds between the client's checks of the ranks' futures and workers
+POLL = 0.25
+
+
+class WorkerLostError(RuntimeError):
+    """A rank's worker left the cluster during a solve."""
+
+
+@dataclass
+class DistributedAssignment(Assignment):
+    """An :class:`~dlap.Assignment` whose matrix stays on the cluster: :meth:`verify` returns the
+    certificate the ranks computed over their slabs (pass ``cost`` to check against a matrix
+    held here instead)."""
+
+    certificate: Certificate | None = None
+
+    def verify(self, cost=None, rtol: float = 1e-9) -> Certificate:
+        if cost is None:
+            return self.certificate
+        return super().verify(cost, rtol)
+
+
+def solve(
+    cost, client=None, *, method: str = "classical", maximize: bool = False, n_workers: int | None = None,
+    scheduler: str | None = None, protocol: str = "tcp", progress=None, workers=None,
+) -> DistributedAssignment:
+    """Solve the LAP held in a dask array, Zarr array or Zarr store across a Dask cluster.
+
+    Parameters
+    ----------
+    cost : dask.array.Array, zarr.Array or str
+        The cost matrix (any shape; ``+inf`` forbidden), NumPy or CuPy chunks. It is loaded into
+        the workers' memory (GPU memory on GPU workers) and never passes through the client.
+    client : distributed.Client, optional
+        Where to solve. Without one: ``scheduler``'s cluster if given, else a local cluster started
+        for this call (``LocalCUDACluster`` with one worker per GPU, or a ``LocalCluster`` of
+        ``n_workers`` processes where no GPU is visible) and closed after it.
+    method : {"classical", "tree"}
+        Date & Nagi's classical variant with rows split over the ranks, or the alternating tree
+        variant with columns split (section 5; see :mod:`dlap.distributed.engine`).
+    n_workers, workers : how many of the cluster's workers, or which (addresses), take part;
+        default all. Each is one rank (one GPU on a dask-cuda cluster); rank 0 is the first.
+    progress : True for a progress bar, or ``callback(matched, total)``.
+
+    Returns a :class:`DistributedAssignment` whose ``verify()`` is the ranks' certificate.
+
+    Raises scipy's errors for bad input (the ranks check their slabs), ``InfeasibleError``,
+    ``WorkerLostError`` when a rank's worker dies, and any error a rank raised; the other ranks
+    are aborted first, so none is left blocked and the cluster stays usable.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}")
+    source = as_source(cost)
+    with connected(client, scheduler, n_workers, protocol) as client:
+        return _solve_on(client, source, method, bool(maximize), n_workers, workers, progress)
+
+
+def _solve_on(client, source, method, maximize, n_workers, workers, progress) -> DistributedAssignment:
+    from distributed import Event, MultiLock
+
+    started = time.perf_counter()
+    n_rows, n_cols = source.shape
+    transposed = n_rows > n_cols
+    shape = (n_cols, n_rows) if transposed else (n_rows, n_cols)
+    if workers is None:
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])[: n_workers or None]
+    workers = list(workers)
+    split = SPLIT_AXIS[method]
+    n_ranks = max(1, min(len(workers), shape[split]))
+    workers = workers[:n_ranks]
+    if n_rows == 0 or n_cols == 0:
+        return _empty(source.shape, method, maximize)
+    gpu = all(client.run(_gpu_worker, workers=workers).values())
+    axis = 1 - split if transposed else split
+    bounds = slab_bounds(source, axis, n_ranks)
+    solve_id = uuid.uuid4().hex[:12]
+    topic, abort_name = f"dlap-progress-{solve_id}", f"dlap-abort-{solve_id}"
+    lock = MultiLock(names=[f"dlap-worker-{w}" for w in workers], client=client)
+    lock.acquire()  # two solves never share a worker (each rank task holds its worker's comm)
+    abort = Event(abort_name, client=client)
+    try:
+        slabs = place_slabs(client, source, workers, axis=axis, bounds=bounds, transposed=transposed,
+                            maximize=maximize, gpu=gpu, solve_id=solve_id)
+        _wait(client, slabs, workers, abort)  # bad input fails here, before any rank joins a comm
+        placed = time.perf_counter()
+        if gpu and n_ranks > 1:
+            comm = ("nccl", client.submit(_nccl_id, workers=[workers[0]], pure=False).result())
+        else:
+            client.run(register_rpc_handler, workers=workers)
+            comm = ("rpc", tuple(workers))
+        integer = source.dtype.kind in "biu" and source.dtype != np.uint64  # uint64 is solved as float64
+        specs = [
+            RankSpec(solve_id=solve_id, rank=r, size=n_ranks, method=method, shape=shape, bounds=bounds,
+                     integer=integer, comm=comm,
+                     progress_topic=topic if progress else None, abort_event=abort_name)
+            for r in range(n_ranks)
+        ]
+        futures = [
+            client.submit(run_rank, slab, spec, key=f"dlap-solve-{method}-{solve_id}-{spec.rank}",
+                          workers=[w], allow_other_workers=False, pure=False, retries=0)
+            for slab, spec, w in zip(slabs, specs, workers)
+        ]
+        del slabs
+        with watch(client, topic, progress, shape[0]):
+            _wait(client, futures, workers, abort)
+        results = client.gather(futures)
+    finally:
+        lock.release()
+    result = _assignment(results, integer, method, maximize, transposed, time.perf_counter() - started, n_ranks, gpu)
+    result.stats.phase_seconds["placement"] = placed - started
+    return result
+
+
+def _gpu_worker() -> bool:
+    from .cluster import gpus_visible
+
+    return gpus_visible() > 0
+
+
+def _nccl_id():
+    from .comm import nccl_unique_id
+
+    return nccl_unique_id()
+
+
+def _wait(client, futures, workers, abort) -> None:
+    """Wait for every task (one per rank). When one fails or its worker leaves, set the abort
+    event (every rank's watchdog aborts its communicator), wait for the ranks to stop, and raise
+    the first cause."""
+    from distributed import wait
+
+    failure = None
+    while failure is None:
+        errors = [f for f in futures if f.status == "error"]
+        if errors:
+            failure = errors[0].exception()
+            break
+        if all(f.status == "finished" for f in futures):
+            return
+        alive = set(client.scheduler_info(n_workers=-1)["workers"])
+        lost = [(r, w) for r, w in enumerate(workers) if w not in alive]
+        if lost:
+            failure = WorkerLostError(
+                f"dlap: worker {lost[0][1]} (rank {lost[0][0]}) left the cluster during the solve; "
+                "the other ranks were aborted"
+            )
+            break
+        time.sleep(POLL)
+    abort.set()
+    try:
+        wait(futures, timeout=ABORT_GRACE)
+    except TimeoutError:
+        pass  # a rank still blocked is cancelled below
+    if not isinstance(failure, WorkerLostError):  # the first real cause, not a rank's echo of it
+        causes = [f.exception() for f in futures if f.status == "error"]
+        failure = next((e for e in causes if not isinstance(e, CommAborted)), failure)
+    client.cancel(futures, force=True)
+    raise failure
+
+
+def _assignment(results, integer, method, maximize, transposed, seconds, n_ranks, gpu) -> DistributedAssignment:
+    """Rank 0's solution (solved form) mapped back to the caller's matrix, like dlap.solve."""
+    root = results[0]
+    stats = Stats(**{k: v for k, v in root.stats.items()})
+    stats.method = f"distributed-{method}"
+    stats.device = f"{n_ranks} x {'gpu' if gpu else 'cpu'}"
+    stats.phase_seconds["rank_solve"] = root.stats["seconds"]
+    stats.seconds = seconds
+    stats.phase_counts["ranks"] = n_ranks
+    stats.phase_counts["communication_per_rank"] = [root.stats["phase_seconds"].get("communication", 0.0)] + [
+        r["communication"] for r in results[1:]
+    ]
+    rows = np.arange(root.row_match.shape[0], dtype=np.int64)
+    cols, u, v = root.row_match, root.u, root.v
+    if transposed:
+        order = np.argsort(cols)
+        rows, cols, u, v = cols[order], rows[order], v, u
+    sign = -1.0 if maximize else 1.0
+    c = root.certificate
+    objective = c["objective"] * (-1 if maximize else 1)
+    gap = abs(c["objective"] - c["bound"])
+    scale = max(abs(c["objective"]), c["magnitude"], 1e-300)
+    certificate = Certificate(
+        primal=float(objective), lower_bound=sign * c["bound"], gap=gap, relative_gap=gap / scale,
+        max_dual_violation=c["max_dual_violation"], max_slackness_violation=c["max_slackness_violation"],
+        optimal=bool(np.isfinite(c["bound"]) and (gap < 1.0 if integer else gap <= 1e-9 * scale)),
+    )
+    return DistributedAssignment(
+        row_ind=rows, col_ind=cols, objective=int(objective) if integer else float(objective),
+        row_duals=sign * u, col_duals=sign * v, stats=stats, maximize=maximize, certificate=certificate,
+    )
+
+
+def _empty(shape, method, maximize) -> DistributedAssignment:
+    empty = np.empty(0, dtype=np.int64)
+    stats = Stats(method=f"distributed-{method}")
+    return DistributedAssignment(
+        row_ind=empty, col_ind=empty.copy(), objective=0, row_duals=np.zeros(shape[0]),
+        col_duals=np.zeros(shape[1]), stats=stats, maximize=maximize,
+        certificate=Certificate(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, True),
+    )

@@ -1,0 +1,216 @@
+"""The Dask engine on real CPU LocalClusters: scipy's optimum, scipy's errors, Zarr, failures.
+
+Every solve here runs over 2 to 4 worker processes that exchange their vectors through Dask's
+worker-to-worker RPC (the CPU Comm); the GPU tests (test_distributed_gpu.py) run the same engine
+over NCCL.
+"""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import dlap  # noqa: E402
+import dlap.distributed as dd  # noqa: E402
+from dlap.generate import uniform_block, uniform_dask  # noqa: E402
+
+from .helpers import reference  # noqa: E402
+from .test_properties import STRATEGIES  # noqa: E402
+
+METHODS = ["classical", "tree"]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=":0") as cluster:
+        with distributed.Client(cluster) as c:
+            yield c
+
+
+def check(cost, client, method, maximize=False, chunks=None):
+    """The distributed solve of ``cost`` (as a dask array) raises scipy's error or reaches
+    scipy's optimum with a certificate that proves it, on the workers and here."""
+    picked, error = reference(cost, maximize)
+    arr = da.from_array(cost, chunks=chunks or cost.shape)
+    try:
+        result = dd.solve(arr, client, method=method, maximize=maximize)
+    except ValueError as e:
+        assert error is not None, f"dlap raised {e!r}, scipy solved it"
+        assert str(e) == error
+        return None
+    assert error is None, f"scipy raised {error!r}, dlap returned {result.objective}"
+    expected = picked.sum().item() if picked.dtype.kind != "f" else float(picked.astype(np.float64).sum())
+    mine = cost[result.row_ind, result.col_ind]
+    assert np.isfinite(mine.astype(np.float64)).all()
+    assert np.all(np.diff(result.row_ind) > 0) and len(np.unique(result.col_ind)) == len(result.col_ind)
+    assert len(result.row_ind) == min(cost.shape)
+    if isinstance(expected, int):
+        assert result.objective == expected == mine.sum().item()
+    else:
+        scale = max(float(np.abs(picked.astype(np.float64)).sum()), float(np.abs(mine.astype(np.float64)).sum())) or 1
+        assert abs(result.objective - expected) <= 1e-9 * scale
+    assert result.verify().optimal, result.verify()  # the ranks' certificate
+    assert result.verify(cost).optimal  # the same duals, checked here against the whole matrix
+    return result
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("strategy", list(STRATEGIES), ids=list(STRATEGIES))
+def test_agrees_with_scipy(client, method, strategy):
+    """Hypothesis: ties, huge ranges, int32, wide floats, float32, 9th-digit floats, +inf
+    forbidden pairs; maximised, transposed, split over 1 to 3 ranks with random chunks."""
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                     HealthCheck.function_scoped_fixture])
+    @given(cost=STRATEGIES[strategy], maximize=st.booleans(), transpose=st.booleans(), chunk=st.integers(1, 9))
+    def run(cost, maximize, transpose, chunk):
+        if maximize and strategy == "forbidden":
+            cost = -cost
+        cost = np.ascontiguousarray(cost.T if transpose else cost)
+        check(cost, client, method, maximize, chunks=(chunk, chunk))
+
+    run()
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("shape", [(300, 300), (240, 301), (301, 240)])
+def test_generated_on_workers(client, method, shape):
+    """A few hundred rows generated on the workers (one chunk per rank), equal to scipy and to the
+    single-device engine on the same matrix."""
+    n, m = shape
+    arr = uniform_dask(n, 10, m=m, seed=3, chunks=(-(-n // 3), m) if method == "classical" else (n, -(-m // 3)))
+    cost = uniform_block((0, n), (0, m), m, max(1, 10 * n), 3)
+    result = check(cost, client, method)
+    assert dd.solve(arr, client, method=method).objective == result.objective == dlap.solve(cost).objective
+    assert result.stats.phase_counts["ranks"] == 3
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("family", ["geometric", "machol-wien", "ties", "float"])
+def test_families(client, method, family):
+    # Machol-Wien needs O(n^2) dual updates, each a few collectives (~4 ms apiece over Dask RPC on
+    # CI's 2 cores): n = 16 keeps it to seconds
+    n = 16 if family == "machol-wien" else 120
+    check(dlap.generate.family(family, n, seed=1), client, method, chunks=(50, 50))
+
+
+@pytest.mark.parametrize("n_workers", [2, 4])
+def test_cluster_sizes(n_workers):
+    """Two and four ranks on their own clusters; solve() started without a client starts and
+    closes a LocalCluster of its own."""
+    cost = uniform_block((0, 200), (0, 200), 200, 200, 7)
+    arr = da.from_array(cost, chunks=(60, 200))
+    expected = dlap.solve(cost).objective
+    for method in METHODS:
+        result = dd.solve(arr, method=method, n_workers=n_workers)
+        assert result.objective == expected and result.verify().optimal
+        assert result.stats.phase_counts["ranks"] == n_workers
+
+
+def test_zarr_round_trip(client, tmp_path):
+    """Generated on the workers into a Zarr store, solved from its path (each rank reads its own
+    region), the assignment and duals written back to Zarr."""
+    zarr = pytest.importorskip("zarr")
+    path = str(tmp_path / "cost.zarr")
+    uniform_dask(250, 1, seed=5, chunks=(100, 250)).to_zarr(path)
+    cost = zarr.open_array(path, mode="r")[:]
+    for method in METHODS:
+        result = dd.solve(path, client, method=method)
+        assert result.objective == dlap.solve(cost).objective and result.verify(cost).optimal
+    out = zarr.open_group(str(tmp_path / "solution.zarr"), mode="w")
+    out.create_array("col_ind", data=result.col_ind)
+    out.create_array("col_duals", data=result.col_duals)
+    again = zarr.open_group(str(tmp_path / "solution.zarr"), mode="r")
+    assert np.array_equal(again["col_ind"][:], result.col_ind)
+
+
+def test_maximize_and_caller_data_untouched(client):
+    cost = uniform_block((0, 90), (0, 70), 70, 1000, 2).astype(np.float64)
+    before = cost.copy()
+    for method in METHODS:
+        check(cost, client, method, maximize=True, chunks=(40, 30))
+    assert np.array_equal(cost, before)
+
+
+def test_errors(client):
+    with pytest.raises(TypeError, match="dask array, a Zarr array or a Zarr path"):
+        dd.solve(np.zeros((3, 3)), client)
+    with pytest.raises(ValueError, match="expected a matrix"):
+        dd.solve(da.zeros((2, 2, 2)), client)
+    with pytest.raises(TypeError, match="Cannot cast"):
+        dd.solve(da.from_array(np.zeros((2, 2), dtype=complex)), client)
+    with pytest.raises(ValueError, match="method must be one of"):
+        dd.solve(da.zeros((2, 2)), client, method="hybrid")
+    empty = dd.solve(da.zeros((0, 3)), client)
+    assert empty.row_ind.shape == (0,) and empty.row_ind.dtype == np.int64
+
+
+def test_a_failing_rank_ends_the_solve(client):
+    """A rank whose slab holds a NaN fails; the other ranks are aborted, scipy's error comes back,
+    and the cluster solves the next matrix."""
+    cost = uniform_block((0, 300), (0, 300), 300, 3000, 4).astype(np.float64)
+    cost[250, 7] = np.nan
+    for method in METHODS:
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match="matrix contains invalid numeric entries"):
+            dd.solve(da.from_array(cost, chunks=(100, 100)), client, method=method)
+        assert time.perf_counter() - start < 30
+    cost[250, 7] = 1.0
+    check(cost, client, "tree", chunks=(100, 100))
+
+
+def test_a_dead_worker_ends_the_solve_within_30s():
+    """Kill a rank's worker process mid-solve: every rank stops, the client raises
+    WorkerLostError within 30 s, and the cluster (its nanny restarts the worker) solves again."""
+    cost = uniform_block((0, 700), (0, 700), 700, 7000, 9)
+    arr = da.from_array(cost, chunks=(700, 240))
+    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=":0") as cluster:
+        with distributed.Client(cluster) as client:
+            workers = sorted(client.scheduler_info()["workers"])
+            started = threading.Event()
+            outcome = {}
+
+            def run():
+                try:
+                    outcome["result"] = dd.solve(arr, client, method="tree", workers=workers,
+                                                 progress=lambda matched, total: started.set())
+                except Exception as e:  # the test checks what it was
+                    outcome["error"] = e
+
+            thread = threading.Thread(target=run)
+            thread.start()
+            assert started.wait(60), "the solve never reported progress"
+            pid = client.run(os.getpid, workers=[workers[1]])[workers[1]]
+            killed = time.perf_counter()
+            os.kill(pid, signal.SIGKILL)
+            thread.join(60)
+            assert not thread.is_alive(), "the solve hung after a worker died"
+            assert time.perf_counter() - killed < 30
+            assert isinstance(outcome.get("error"), dd.WorkerLostError), outcome
+            assert "rank 1" in str(outcome["error"])
+            client.wait_for_workers(3, timeout=60)
+            small = uniform_block((0, 150), (0, 150), 150, 1500, 1)
+            again = dd.solve(da.from_array(small, chunks=(50, 150)), client, method="classical")
+            assert again.objective == dlap.solve(small).objective
+
+
+def test_progress_events_and_task_names(client):
+    """Rank 0's progress events reach the caller's callback; the dashboard's task stream shows the
+    placement and solve tasks under their names."""
+    seen = []
+    cost = uniform_block((0, 400), (0, 400), 400, 4000, 6)
+    with distributed.get_task_stream(client) as stream:
+        result = dd.solve(da.from_array(cost, chunks=(134, 400)), client, method="classical",
+                          progress=lambda matched, total: seen.append((matched, total)))
+    assert seen and seen[-1] == (400, 400) and result.verify().optimal
+    keys = [str(task["key"]) for task in stream.data]
+    assert sum(k.startswith("dlap-solve-classical-") for k in keys) == 3
+    assert sum(k.startswith("dlap-slab-") for k in keys) == 3

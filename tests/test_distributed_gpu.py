@@ -1,0 +1,115 @@
+"""The Dask engine on GPUs: a LocalCUDACluster (one worker per visible GPU), NCCL between ranks."""
+
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import dlap  # noqa: E402
+import dlap.distributed as dd  # noqa: E402
+from dlap.generate import uniform_block, uniform_dask  # noqa: E402
+
+from .helpers import reference  # noqa: E402
+
+METHODS = ["classical", "tree"]
+
+
+@pytest.fixture(scope="module")
+def client():
+    pytest.importorskip("dask_cuda")
+    with dd.start_cluster(dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.mark.parametrize("method, shape", [
+    ("classical", (3000, 3000)), ("classical", (2000, 2600)), ("classical", (2600, 2000)),
+    ("tree", (800, 800)), ("tree", (600, 700)), ("tree", (700, 600)),  # latency-bound: one step per wave
+])
+def test_same_optimum_as_single_gpu(client, method, shape):
+    """Generated on the GPU workers; the optimum of the single-GPU engine on the same matrix."""
+    import cupy
+
+    n, m = shape
+    ranks = len(client.scheduler_info()["workers"])
+    chunks = (-(-n // ranks), m) if (method == "classical") == (n <= m) else (n, -(-m // ranks))
+    result = dd.solve(uniform_dask(n, 10, m=m, seed=11, chunks=chunks, gpu=True), client, method=method)
+    single = dlap.solve(uniform_block((0, n), (0, m), m, 10 * n, 11, cupy))
+    assert result.objective == single.objective
+    assert result.verify().optimal
+    assert result.stats.phase_counts["ranks"] == ranks and result.stats.device.endswith("gpu")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_host_chunks_floats_forbidden_maximize(client, method):
+    """NumPy chunks moved to the GPUs; floats with +inf forbidden pairs, maximised, vs scipy."""
+    rng = np.random.default_rng(3)
+    cost = rng.random((300, 200)) * 1e3
+    cost[rng.random(cost.shape) < 0.2] = -np.inf  # forbidden when maximising
+    picked, error = reference(cost, maximize=True)
+    assert error is None
+    result = dd.solve(da.from_array(cost, chunks=(100, 200)), client, method=method, maximize=True)
+    expected = float(picked.sum())
+    assert abs(result.objective - expected) <= 1e-9 * abs(expected)
+    assert result.verify().optimal and result.verify(cost).optimal
+
+
+def test_zarr_read_into_gpu_memory(client, tmp_path):
+    path = str(tmp_path / "cost.zarr")
+    uniform_dask(1500, 1, seed=2, chunks=(500, 1500)).to_zarr(path)
+    cost = uniform_block((0, 1500), (0, 1500), 1500, 1500, 2)
+    for method in METHODS:
+        result = dd.solve(path, client, method=method)
+        assert result.objective == dlap.solve(cost).objective and result.verify().optimal
+
+
+def test_bad_slab_fails_before_the_ranks_start(client):
+    """A NaN in one rank's slab: scipy's error within 30 s, and the cluster solves again."""
+    cost = uniform_block((0, 2000), (0, 2000), 2000, 20000, 5).astype(np.float32)
+    cost[1999, 3] = np.nan
+    for method in METHODS:
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match="invalid numeric entries"):
+            dd.solve(da.from_array(cost, chunks=(1000, 1000)), client, method=method)
+        assert time.perf_counter() - start < 30
+    cost[1999, 3] = 1.0
+    result = dd.solve(da.from_array(cost, chunks=(1000, 2000)), client, method="classical")
+    assert result.objective == dlap.solve(cost, device="cpu").objective
+
+
+def test_dead_gpu_worker_aborts_nccl(client):
+    """Kill rank 1's worker mid-solve: rank 0, blocked in NCCL, is aborted; the client raises
+    WorkerLostError within 30 s; the restarted worker joins the next solve."""
+    import os
+    import signal
+    import threading
+
+    workers = sorted(client.scheduler_info()["workers"])
+    if len(workers) < 2:
+        pytest.skip("needs two GPUs")
+    n = 20000
+    arr = uniform_dask(n, 10, seed=8, chunks=(n, n // 2), gpu=True)
+    started, outcome = threading.Event(), {}
+
+    def run():
+        try:
+            outcome["result"] = dd.solve(arr, client, method="tree", progress=lambda m, t: started.set())
+        except Exception as e:  # the test checks what it was
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert started.wait(120)
+    pid = client.run(os.getpid, workers=[workers[1]])[workers[1]]
+    killed = time.perf_counter()
+    os.kill(pid, signal.SIGKILL)
+    thread.join(60)
+    assert not thread.is_alive() and time.perf_counter() - killed < 30
+    assert isinstance(outcome.get("error"), dd.WorkerLostError), outcome
+    client.wait_for_workers(len(workers), timeout=120)
+    result = dd.solve(uniform_dask(1000, 1, seed=1, chunks=(500, 1000), gpu=True), client)
+    assert result.verify().optimal

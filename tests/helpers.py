@@ -29,6 +29,38 @@ def assert_valid(result, cost, maximize=False):
     assert cert.optimal, cert
 
 
+def assert_scipy_objective(result, cost, picked):
+    """``result``'s objective equals scipy's (the sum of ``picked``): exactly for integers."""
+    expected = picked.sum().item() if picked.dtype.kind != "f" else float(picked.astype(np.float64).sum())
+    if isinstance(expected, int):
+        assert result.objective == expected
+    else:
+        # scipy's sum rounds too: scale by the entries either solver added (scipy's 2e-12 against
+        # dlap's exact -32768 + 32768 = 0 was found by hypothesis; dlap's own certificate
+        # still has to prove its objective optimal)
+        mine = np.asarray(cost)[result.row_ind, result.col_ind].astype(np.float64)
+        scale = max(float(np.abs(picked.astype(np.float64)).sum()), float(np.abs(mine).sum())) or 1.0
+        assert abs(result.objective - expected) <= 1e-9 * scale, (result.objective, expected)
+
+
+def solve_in_background(solve):
+    """Run ``solve(progress_callback)`` in a thread; return (thread, started event, outcome dict
+    that gets "result" or "error"). For the tests that kill a worker mid-solve."""
+    import threading
+
+    started, outcome = threading.Event(), {}
+
+    def run():
+        try:
+            outcome["result"] = solve(lambda matched, total: started.set())
+        except Exception as e:  # the test checks what it was
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, started, outcome
+
+
 def assert_same_optimum(cost, maximize=False, **options):
     """dlap and scipy both raise the same error, or reach the same objective."""
     picked, error = reference(cost, maximize)
@@ -39,15 +71,6 @@ def assert_same_optimum(cost, maximize=False, **options):
         assert str(e) == error
         return None
     assert error is None, f"scipy raised {error!r}, dlap returned {result.objective}"
-    expected = picked.sum().item() if picked.dtype.kind != "f" else float(picked.astype(np.float64).sum())
-    if isinstance(expected, int):
-        assert result.objective == expected
-    else:
-        # scipy's sum rounds too: scale by the entries either solver added (scipy's 2e-12 against
-        # dlap's exact -32768 + 32768 = 0 was found by hypothesis; dlap's own certificate below
-        # still has to prove its objective optimal)
-        mine = np.asarray(cost)[result.row_ind, result.col_ind].astype(np.float64)
-        scale = max(float(np.abs(picked.astype(np.float64)).sum()), float(np.abs(mine).sum())) or 1.0
-        assert abs(result.objective - expected) <= 1e-9 * scale, (result.objective, expected)
+    assert_scipy_objective(result, cost, picked)
     assert_valid(result, cost, maximize)
     return result

@@ -14,7 +14,7 @@ import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
 from dlap.generate import uniform_block, uniform_dask  # noqa: E402
 
-from .helpers import reference  # noqa: E402
+from .helpers import reference, solve_in_background  # noqa: E402
 
 METHODS = ["classical", "tree"]
 
@@ -86,23 +86,14 @@ def test_dead_gpu_worker_aborts_nccl(client):
     WorkerLostError within 30 s; the restarted worker joins the next solve."""
     import os
     import signal
-    import threading
 
     workers = sorted(client.scheduler_info()["workers"])
     if len(workers) < 2:
         pytest.skip("needs two GPUs")
     n = 20000
     arr = uniform_dask(n, 10, seed=8, chunks=(n, n // 2), gpu=True)
-    started, outcome = threading.Event(), {}
-
-    def run():
-        try:
-            outcome["result"] = dd.solve(arr, client, method="tree", progress=lambda m, t: started.set())
-        except Exception as e:  # the test checks what it was
-            outcome["error"] = e
-
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread, started, outcome = solve_in_background(
+        lambda progress: dd.solve(arr, client, method="tree", progress=progress))
     assert started.wait(120)
     pid = client.run(os.getpid, workers=[workers[1]])[workers[1]]
     killed = time.perf_counter()

@@ -43,6 +43,22 @@ def assert_scipy_objective(result, cost, picked):
         assert abs(result.objective - expected) <= 1e-9 * scale, (result.objective, expected)
 
 
+def assert_nan_slab_refused(solve, cost):
+    """A NaN in one rank's slab (``cost[-1, 3]``): ``solve(cost, method)`` raises scipy's
+    message within 30 s for both variants. The entry is then repaired for the caller's next solve."""
+    import time
+
+    import pytest
+
+    cost[-1, 3] = np.nan
+    for method in ("classical", "tree"):
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match="matrix contains invalid numeric entries"):
+            solve(cost, method)
+        assert time.perf_counter() - start < 30
+    cost[-1, 3] = 1.0
+
+
 def solve_in_background(solve):
     """Run ``solve(progress_callback)`` in a thread; return (thread, started event, outcome dict
     that gets "result" or "error"). For the tests that kill a worker mid-solve."""

@@ -14,7 +14,7 @@ import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
 from dlap.generate import uniform_block, uniform_dask  # noqa: E402
 
-from .helpers import reference, solve_in_background  # noqa: E402
+from .helpers import assert_nan_slab_refused, reference, solve_in_background  # noqa: E402
 
 METHODS = ["classical", "tree"]
 
@@ -70,13 +70,7 @@ def test_zarr_read_into_gpu_memory(client, tmp_path):
 def test_bad_slab_fails_before_the_ranks_start(client):
     """A NaN in one rank's slab: scipy's error within 30 s, and the cluster solves again."""
     cost = uniform_block((0, 2000), (0, 2000), 2000, 20000, 5).astype(np.float32)
-    cost[1999, 3] = np.nan
-    for method in METHODS:
-        start = time.perf_counter()
-        with pytest.raises(ValueError, match="invalid numeric entries"):
-            dd.solve(da.from_array(cost, chunks=(1000, 1000)), client, method=method)
-        assert time.perf_counter() - start < 30
-    cost[1999, 3] = 1.0
+    assert_nan_slab_refused(lambda c, method: dd.solve(da.from_array(c, chunks=(1000, 1000)), client, method=method), cost)
     result = dd.solve(da.from_array(cost, chunks=(1000, 2000)), client, method="classical")
     assert result.objective == dlap.solve(cost, device="cpu").objective
 

@@ -217,8 +217,8 @@ class RPCComm(Comm):
         self._worker = get_worker()
         register_rpc_handler(self._worker)
         self._addresses = addresses
-        self._channel = f"{solve_id}/{rank}"
-        self._peers = {r: f"{solve_id}/{r}" for r in range(self.size)}
+        self._peers = [f"{solve_id}/{r}" for r in range(self.size)]  # each rank's mailbox
+        self._channel = self._peers[rank]
         self._box = _mailbox(self._channel)
         self._seq = 0
 

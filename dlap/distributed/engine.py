@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -75,7 +75,6 @@ class RankResult:
     v: np.ndarray
     stats: dict
     certificate: dict
-    ranks: list = field(default_factory=list)  # per rank: seconds and time in collectives (client fills)
 
 
 class DistributedSolver:

@@ -181,7 +181,7 @@ def _wait(client, futures, workers, abort) -> None:
 def _assignment(results, integer, method, maximize, transposed, seconds, n_ranks, gpu) -> DistributedAssignment:
     """Rank 0's solution (solved form) mapped back to the caller's matrix, like dlap.solve."""
     root = results[0]
-    stats = Stats(**{k: v for k, v in root.stats.items()})
+    stats = Stats(**root.stats)
     stats.method = f"distributed-{method}"
     stats.device = f"{n_ranks} x {'gpu' if gpu else 'cpu'}"
     stats.phase_seconds["rank_solve"] = root.stats["seconds"]

@@ -19,6 +19,7 @@ distributed = pytest.importorskip("distributed")
 
 import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
+from dlap.distributed.cluster import worker_addresses  # noqa: E402
 from dlap.generate import uniform_block, uniform_dask  # noqa: E402
 
 from .helpers import assert_nan_slab_refused, assert_scipy_objective, reference, solve_in_background  # noqa: E402
@@ -163,7 +164,7 @@ def test_a_dead_worker_ends_the_solve_within_30s():
     arr = da.from_array(cost, chunks=(700, 240))
     with distributed.LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=":0") as cluster:
         with distributed.Client(cluster) as client:
-            workers = sorted(client.scheduler_info()["workers"])
+            workers = worker_addresses(client)
             thread, started, outcome = solve_in_background(
                 lambda progress: dd.solve(arr, client, method="tree", workers=workers, progress=progress))
             assert started.wait(60), "the solve never reported progress"

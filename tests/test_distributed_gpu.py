@@ -12,6 +12,7 @@ distributed = pytest.importorskip("distributed")
 
 import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
+from dlap.distributed.cluster import worker_addresses  # noqa: E402
 from dlap.generate import uniform_block, uniform_dask  # noqa: E402
 
 from .helpers import assert_nan_slab_refused, reference, solve_in_background  # noqa: E402
@@ -35,7 +36,7 @@ def test_same_optimum_as_single_gpu(client, method, shape):
     import cupy
 
     n, m = shape
-    ranks = len(client.scheduler_info()["workers"])
+    ranks = len(worker_addresses(client))
     chunks = (-(-n // ranks), m) if (method == "classical") == (n <= m) else (n, -(-m // ranks))
     result = dd.solve(uniform_dask(n, 10, m=m, seed=11, chunks=chunks, gpu=True), client, method=method)
     single = dlap.solve(uniform_block((0, n), (0, m), m, 10 * n, 11, cupy))
@@ -81,7 +82,7 @@ def test_dead_gpu_worker_aborts_nccl(client):
     import os
     import signal
 
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = worker_addresses(client)
     if len(workers) < 2:
         pytest.skip("needs two GPUs")
     n = 20000

@@ -41,6 +41,15 @@ def start_cluster(n_workers: int | None = None, *, protocol: str = "tcp", gpu: b
     return LocalCluster(n_workers=n_workers or 2, protocol=protocol, processes=True, **options)
 
 
+def worker_addresses(client) -> list[str]:
+    """The addresses of the cluster's workers, sorted, fetched from the scheduler now.
+
+    Not ``client.scheduler_info()["workers"]``: that returns the client's shared cached identity,
+    which the client's periodic refresh overwrites with a copy that lists no workers, so a
+    caller can read an empty list (seen in CI as a healthy rank's worker "leaving")."""
+    return sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+
+
 @contextmanager
 def connected(client=None, scheduler: str | None = None, n_workers: int | None = None, protocol: str = "tcp"):
     """Yield a client: the one given, one connected to ``scheduler``, or one on a local cluster

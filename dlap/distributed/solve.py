@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..result import Assignment, Certificate, Stats
-from .cluster import connected
+from .cluster import connected, worker_addresses
 from .data import as_source, place_slabs, slab_bounds
 from .comm import CommAborted, register_rpc_handler
 from .engine import SPLIT_AXIS, RankSpec, run_rank
@@ -83,7 +83,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress) ->
     transposed = n_rows > n_cols
     shape = (n_cols, n_rows) if transposed else (n_rows, n_cols)
     if workers is None:
-        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])[: n_workers or None]
+        workers = worker_addresses(client)[: n_workers or None]
     workers = list(workers)
     split = SPLIT_AXIS[method]
     n_ranks = max(1, min(len(workers), shape[split]))
@@ -157,7 +157,7 @@ def _wait(client, futures, workers, abort) -> None:
             break
         if all(f.status == "finished" for f in futures):
             return
-        alive = set(client.scheduler_info(n_workers=-1)["workers"])
+        alive = set(worker_addresses(client))
         lost = [(r, w) for r, w in enumerate(workers) if w not in alive]
         if lost:
             failure = WorkerLostError(

@@ -18,6 +18,8 @@ from .progress import watch
 METHODS = tuple(SPLIT_AXIS)
 #: seconds the client waits for the other ranks to stop once a solve has failed
 ABORT_GRACE = 20.0
+#: seconds the client waits for the scheduler to notice a dead worker a rank could not reach
+LOST_GRACE = 5.0
 #: seconds between the client's checks of the ranks' futures and workers
 POLL = 0.25
 
@@ -157,25 +159,37 @@ def _wait(client, futures, workers, abort) -> None:
             break
         if all(f.status == "finished" for f in futures):
             return
-        alive = set(worker_addresses(client))
-        lost = [(r, w) for r, w in enumerate(workers) if w not in alive]
-        if lost:
-            failure = WorkerLostError(
-                f"dlap: worker {lost[0][1]} (rank {lost[0][0]}) left the cluster during the solve; "
-                "the other ranks were aborted"
-            )
-            break
-        time.sleep(POLL)
+        failure = _worker_lost(client, workers)
+        if failure is None:
+            time.sleep(POLL)
     abort.set()
     try:
         wait(futures, timeout=ABORT_GRACE)
     except TimeoutError:
         pass  # a rank still blocked is cancelled below
+    if isinstance(failure, OSError):
+        # a rank that could not reach a peer usually raced the scheduler's notice of that peer's
+        # death: the dead worker is the cause to report, once the scheduler has seen it go
+        deadline = time.perf_counter() + LOST_GRACE
+        while time.perf_counter() < deadline and not isinstance(failure, WorkerLostError):
+            failure = _worker_lost(client, workers) or failure
+            time.sleep(POLL)
     if not isinstance(failure, WorkerLostError):  # the first real cause, not a rank's echo of it
         causes = [f.exception() for f in futures if f.status == "error"]
         failure = next((e for e in causes if not isinstance(e, CommAborted)), failure)
     client.cancel(futures, force=True)
     raise failure
+
+
+def _worker_lost(client, workers) -> WorkerLostError | None:
+    """A WorkerLostError naming the first rank whose worker the scheduler no longer lists."""
+    alive = set(worker_addresses(client))
+    for rank, worker in enumerate(workers):
+        if worker not in alive:
+            return WorkerLostError(
+                f"dlap: worker {worker} (rank {rank}) left the cluster during the solve; the other ranks were aborted"
+            )
+    return None
 
 
 def _assignment(results, integer, method, maximize, transposed, seconds, n_ranks, gpu) -> DistributedAssignment:

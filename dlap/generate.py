@@ -142,7 +142,11 @@ def uniform_dask(n: int, f: float = 1.0, *, m: int | None = None, seed: int = 0,
         (r0, r1), (c0, c1) = block_info[None]["array-location"]
         return uniform_block((r0, r1), (c0, c1), n_cols, high, seed, _module(xp_name), dtype)
 
-    return da.map_blocks(block, chunks=chunks, dtype=np.dtype(dtype), meta=meta, name=f"dlap-uniform-{n_rows}x{n_cols}-f{f}-s{seed}-{np.dtype(dtype)}-{xp_name}")
+    from dask.base import tokenize
+
+    # the chunking is part of the name: the same matrix chunked two ways must not share keys
+    name = f"dlap-uniform-{n_rows}x{n_cols}-f{f}-s{seed}-{np.dtype(dtype)}-{xp_name}-{tokenize(chunks)}"
+    return da.map_blocks(block, chunks=chunks, dtype=np.dtype(dtype), meta=meta, name=name)
 
 
 def _module(name: str):

@@ -59,6 +59,11 @@ def assert_nan_slab_refused(solve, cost):
     cost[-1, 3] = 1.0
 
 
+def received_bytes(client) -> int:
+    """Bytes a Dask cluster's workers have fetched from one another so far (their transfer logs)."""
+    return sum(client.run(lambda dask_worker: sum(t["total"] for t in dask_worker.transfer_incoming_log)).values())
+
+
 def solve_in_background(solve):
     """Run ``solve(progress_callback)`` in a thread; return (thread, started event, outcome dict
     that gets "result" or "error"). For the tests that kill a worker mid-solve."""

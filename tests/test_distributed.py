@@ -22,7 +22,9 @@ import dlap.distributed as dd  # noqa: E402
 from dlap.distributed.cluster import worker_addresses  # noqa: E402
 from dlap.generate import uniform_block, uniform_dask  # noqa: E402
 
-from .helpers import assert_nan_slab_refused, assert_scipy_objective, reference, solve_in_background  # noqa: E402
+from .helpers import (  # noqa: E402
+    assert_nan_slab_refused, assert_scipy_objective, received_bytes, reference, solve_in_background,
+)
 from .test_properties import STRATEGIES  # noqa: E402
 
 METHODS = ["classical", "tree"]
@@ -127,6 +129,48 @@ def test_zarr_round_trip(client, tmp_path):
     assert np.array_equal(again["col_ind"][:], result.col_ind)
 
 
+def test_generated_chunkings_do_not_share_keys(client):
+    """The same generated matrix in two chunkings: a persisted one must not stand in for the other."""
+    rows = uniform_dask(200, 1, seed=3, chunks=(100, 200)).persist()
+    cols = uniform_dask(200, 1, seed=3, chunks=(200, 100))
+    assert np.array_equal(cols.compute(), rows.compute())
+
+
+def test_persisted_input_ranks_follow_the_data(client):
+    """A persisted array with one row chunk per rank: each classical rank runs where its chunk
+    is, and nothing moves between workers, even after a solve of the same array unpersisted
+    (whose pinned tasks must not leave their worker restrictions on keys the next one uses)."""
+    cost = uniform_block((0, 300), (0, 300), 300, 3000, 12)
+    dd.solve(da.from_array(cost, chunks=(100, 300)), client, method="classical")
+    arr = da.from_array(cost, chunks=(100, 300)).persist()
+    distributed.wait(arr)
+    holders = {key[1]: workers[0] for key, workers in client.who_has(arr).items()}
+    before = received_bytes(client)
+    with distributed.get_task_stream(client) as stream:
+        result = dd.solve(arr, client, method="classical")
+    assert received_bytes(client) == before
+    assert result.stats.phase_counts["placement_moved_bytes"] == 0
+    ran = {int(str(t["key"]).rsplit("-", 1)[1]): t["worker"] for t in stream.data
+           if str(t["key"]).startswith("dlap-solve-")}
+    assert ran == holders
+    assert result.objective == dlap.solve(cost).objective and result.verify().optimal
+
+
+def test_persisted_input_is_cut_where_it_lives(client):
+    """Row chunks, column slabs (tree): each rank holds a third of its slab; the other pieces
+    are cut on the workers that hold their chunks, so only they move (2/3 of the matrix, not
+    the whole chunks: twice the matrix)."""
+    cost = uniform_block((0, 300), (0, 300), 300, 300, 13).astype(np.float64)
+    arr = da.from_array(cost, chunks=(100, 300)).persist()
+    distributed.wait(arr)
+    before = received_bytes(client)
+    result = dd.solve(arr, client, method="tree")
+    moved = result.stats.phase_counts["placement_moved_bytes"]
+    assert moved == cost.nbytes * 2 // 3
+    assert moved <= received_bytes(client) - before <= moved * 1.05
+    assert result.objective == dlap.solve(cost).objective and result.verify(cost).optimal
+
+
 def test_maximize_and_caller_data_untouched(client):
     cost = uniform_block((0, 90), (0, 70), 70, 1000, 2).astype(np.float64)
     before = cost.copy()
@@ -180,6 +224,27 @@ def test_a_dead_worker_ends_the_solve_within_30s():
             small = uniform_block((0, 150), (0, 150), 150, 1500, 1)
             again = dd.solve(da.from_array(small, chunks=(50, 150)), client, method="classical")
             assert again.objective == dlap.solve(small).objective
+
+
+def test_a_cancelled_rank_ends_the_solve(client):
+    """Another client cancels a rank's task mid-solve: the solve raises within 30 s instead of
+    waiting for a task that will never finish, and the cluster solves again."""
+    cost = uniform_block((0, 700), (0, 700), 700, 7000, 10)
+    arr = da.from_array(cost, chunks=(700, 240))
+    thread, started, outcome = solve_in_background(
+        lambda progress: dd.solve(arr, client, method="tree", progress=progress))
+    assert started.wait(60), "the solve never reported progress"
+    processing = client.processing()
+    keys = [k for tasks in processing.values() for k in tasks if str(k).startswith("dlap-solve-tree-")]
+    assert keys
+    with distributed.Client(client.scheduler.address) as other:
+        cancelled = time.perf_counter()
+        other.cancel([distributed.Future(keys[0], other)], force=True)
+    thread.join(60)
+    assert not thread.is_alive() and time.perf_counter() - cancelled < 30
+    assert "cancelled" in str(outcome.get("error")), outcome
+    small = uniform_block((0, 150), (0, 150), 150, 1500, 1)
+    assert dd.solve(da.from_array(small, chunks=(50, 150)), client).objective == dlap.solve(small).objective
 
 
 def test_progress_events_and_task_names(client):

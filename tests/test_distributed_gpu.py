@@ -15,7 +15,7 @@ import dlap.distributed as dd  # noqa: E402
 from dlap.distributed.cluster import worker_addresses  # noqa: E402
 from dlap.generate import uniform_block, uniform_dask  # noqa: E402
 
-from .helpers import assert_nan_slab_refused, reference, solve_in_background  # noqa: E402
+from .helpers import assert_nan_slab_refused, received_bytes, reference, solve_in_background  # noqa: E402
 
 METHODS = ["classical", "tree"]
 
@@ -74,6 +74,46 @@ def test_bad_slab_fails_before_the_ranks_start(client):
     assert_nan_slab_refused(lambda c, method: dd.solve(da.from_array(c, chunks=(1000, 1000)), client, method=method), cost)
     result = dd.solve(da.from_array(cost, chunks=(1000, 2000)), client, method="classical")
     assert result.objective == dlap.solve(cost, device="cpu").objective
+
+
+def check_persisted_cupy(client, n=4000):
+    """A CuPy matrix persisted on the GPUs, in row chunks (the ranks follow the data: nothing
+    moves, even after a solve of the same matrix generated in place) and in column chunks (each
+    rank gathers the other GPUs' pieces of its row slab, and only those)."""
+    import cupy
+    from distributed import wait
+
+    ranks = len(worker_addresses(client))
+    expected = dlap.solve(uniform_block((0, n), (0, n), n, 10 * n, 21, cupy)).objective
+    rows = (-(-n // ranks), n)
+    assert dd.solve(uniform_dask(n, 10, seed=21, chunks=rows, gpu=True), client).objective == expected
+    for chunks, moved in [(rows, 0), ((n, -(-n // ranks)), n * n * 4 * (ranks - 1) // ranks)]:
+        arr = uniform_dask(n, 10, seed=21, chunks=chunks, gpu=True).persist()
+        wait(arr)
+        before = received_bytes(client)
+        result = dd.solve(arr, client, method="classical")
+        assert result.stats.phase_counts["placement_moved_bytes"] == moved
+        assert moved <= received_bytes(client) - before <= moved * 1.05
+        assert result.objective == expected and result.verify().optimal
+
+
+def test_persisted_cupy_chunks(client):
+    check_persisted_cupy(client)
+
+
+def test_protocol_ucx():
+    """The engine on a LocalCUDACluster whose workers talk UCX (distributed-ucxx): the same
+    optimum as the single-GPU engine, and a persisted matrix's pieces moved between GPUs."""
+    pytest.importorskip("distributed_ucxx")
+    import cupy
+
+    with dd.start_cluster(protocol="ucx", dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+        assert all(address.startswith("ucx://") for address in worker_addresses(c))
+        for method, n in [("classical", 3000), ("tree", 800)]:
+            result = dd.solve(uniform_dask(n, 10, seed=4, chunks=(n, -(-n // 2)), gpu=True), c, method=method)
+            assert result.objective == dlap.solve(uniform_block((0, n), (0, n), n, 10 * n, 4, cupy)).objective
+            assert result.verify().optimal
+        check_persisted_cupy(c)
 
 
 def test_dead_gpu_worker_aborts_nccl(client):

@@ -108,13 +108,19 @@ def run(args) -> list[dict]:
     return records
 
 
-def table(records: list[dict], mode: str) -> str:
-    """Markdown: best time per (method, ranks), efficiency, and the paper's row for that count."""
+def best_runs(records: list[dict], fields: tuple[str, ...], timing: str) -> dict[tuple, dict]:
+    """The fastest record (by ``timing``) of each combination of ``fields``."""
     best = {}
     for r in records:
-        key = (r["method"], r["ranks"], r["n"])
-        if key not in best or r["solve_s"] < best[key]["solve_s"]:
+        key = tuple(r[f] for f in fields)
+        if key not in best or r[timing] < best[key][timing]:
             best[key] = r
+    return best
+
+
+def table(records: list[dict], mode: str) -> str:
+    """Markdown: best time per (method, ranks), efficiency, and the paper's row for that count."""
+    best = best_runs(records, ("method", "ranks", "n"), "solve_s")
     lines = ["| method | ranks | n | solve s | wall s | efficiency | optimal | paper s (K20X) | paper efficiency |",
              "|---|---|---|---|---|---|---|---|---|"]
     for (method, p, _), r in sorted(best.items()):
@@ -133,6 +139,27 @@ def table(records: list[dict], mode: str) -> str:
     return "\n".join(lines)
 
 
+def common_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options every Dask-engine workflow takes: repeats, seed, CPU workers, output file."""
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cpu", action="store_true", help="CPU workers (LocalCluster) instead of GPUs")
+    parser.add_argument("--out", help="append the records (JSON lines) and the table (.md) here")
+    return parser
+
+
+def report(records: list[dict], text: str, out: str | None, title: str) -> None:
+    """Print the table; with ``out``, append the records (JSON lines) there and the titled table
+    to its ``.md`` sibling."""
+    print(text)
+    if not out:
+        return
+    with open(out, "a") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
+    with open(os.path.splitext(out)[0] + ".md", "a") as fh:
+        fh.write(f"\n{title}\n\n{text}\n")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=("strong", "weak"))
@@ -141,20 +168,10 @@ def main(argv=None) -> int:
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--methods", nargs="+", default=["classical", "tree"])
     parser.add_argument("--protocol", default="tcp")
-    parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cpu", action="store_true", help="CPU workers (LocalCluster) instead of GPUs")
     parser.add_argument("--no-single", action="store_true", help="skip the single-GPU reference (too large for one GPU)")
-    parser.add_argument("--out", help="append the records (JSON lines) and the table (.md) here")
-    args = parser.parse_args(argv)
+    args = common_arguments(parser).parse_args(argv)
     records = run(args)
-    text = table(records, args.mode)
-    print(text)
-    if args.out:
-        with open(args.out, "a") as fh:
-            fh.writelines(json.dumps(r) + "\n" for r in records)
-        with open(os.path.splitext(args.out)[0] + ".md", "a") as fh:
-            fh.write(f"\n{args.mode} scaling, f = {args.f}, protocol {args.protocol}\n\n{text}\n")
+    report(records, table(records, args.mode), args.out, f"{args.mode} scaling, f = {args.f}, protocol {args.protocol}")
     return 0
 
 

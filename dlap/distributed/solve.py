@@ -10,7 +10,7 @@ import numpy as np
 
 from ..result import Assignment, Certificate, Stats
 from .cluster import connected, worker_addresses
-from .data import as_source, place_slabs, slab_bounds
+from .data import as_source, place_slabs, plan_ranks, slab_bounds
 from .comm import CommAborted, register_rpc_handler
 from .engine import SPLIT_AXIS, RankSpec, run_rank
 from .progress import watch
@@ -20,7 +20,7 @@ METHODS = tuple(SPLIT_AXIS)
 ABORT_GRACE = 20.0
 #: seconds the client waits for the scheduler to notice a dead worker a rank could not reach
 LOST_GRACE = 5.0
-#: seconds between the client's checks of the ranks' futures and workers
+#: the longest the client waits between its checks for a failed rank or a lost worker
 POLL = 0.25
 
 
@@ -61,7 +61,10 @@ def solve(
         Date & Nagi's classical variant with rows split over the ranks, or the alternating tree
         variant with columns split (section 5; see :mod:`dlap.distributed.engine`).
     n_workers, workers : how many of the cluster's workers, or which (addresses), take part;
-        default all. Each is one rank (one GPU on a dask-cuda cluster); rank 0 is the first.
+        default all. Each is one rank (one GPU on a dask-cuda cluster); rank 0 is the first of
+        ``workers``. Without ``workers``, a persisted dask array's ranks go to the workers that
+        already hold most of their slabs (``stats.phase_counts["placement_moved_bytes"]`` says
+        what still had to move).
     progress : True for a progress bar, or ``callback(matched, total)``.
 
     Returns a :class:`DistributedAssignment` whose ``verify()`` is the ranks' certificate.
@@ -84,24 +87,25 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress) ->
     n_rows, n_cols = source.shape
     transposed = n_rows > n_cols
     shape = (n_cols, n_rows) if transposed else (n_rows, n_cols)
-    if workers is None:
-        workers = worker_addresses(client)[: n_workers or None]
-    workers = list(workers)
+    keep_order = workers is not None
+    candidates = list(workers) if keep_order else worker_addresses(client)
     split = SPLIT_AXIS[method]
-    n_ranks = max(1, min(len(workers), shape[split]))
-    workers = workers[:n_ranks]
+    wanted = len(candidates) if keep_order or not n_workers else min(n_workers, len(candidates))
+    n_ranks = max(1, min(wanted, shape[split]))
     if n_rows == 0 or n_cols == 0:
         return _empty(source.shape, method, maximize)
-    gpu = all(client.run(_gpu_worker, workers=workers).values())
     axis = 1 - split if transposed else split
     bounds = slab_bounds(source, axis, n_ranks)
+    plan = plan_ranks(client, source, axis, bounds, candidates, keep_order)
+    workers = plan.workers
+    gpu = all(client.run(_gpu_worker, workers=workers).values())
     solve_id = uuid.uuid4().hex[:12]
     topic, abort_name = f"dlap-progress-{solve_id}", f"dlap-abort-{solve_id}"
     lock = MultiLock(names=[f"dlap-worker-{w}" for w in workers], client=client)
     lock.acquire()  # two solves never share a worker (each rank task holds its worker's comm)
     abort = Event(abort_name, client=client)
     try:
-        slabs = place_slabs(client, source, workers, axis=axis, bounds=bounds, transposed=transposed,
+        slabs = place_slabs(client, source, plan, axis=axis, bounds=bounds, transposed=transposed,
                             maximize=maximize, gpu=gpu, solve_id=solve_id)
         _wait(client, slabs, workers, abort)  # bad input fails here, before any rank joins a comm
         placed = time.perf_counter()
@@ -130,6 +134,8 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress) ->
         lock.release()
     result = _assignment(results, integer, method, maximize, transposed, time.perf_counter() - started, n_ranks, gpu)
     result.stats.phase_seconds["placement"] = placed - started
+    if plan.moved_bytes is not None:
+        result.stats.phase_counts["placement_moved_bytes"] = plan.moved_bytes
     return result
 
 
@@ -153,15 +159,21 @@ def _wait(client, futures, workers, abort) -> None:
 
     failure = None
     while failure is None:
+        try:
+            wait(futures, timeout=POLL)  # returns as soon as every rank is done
+        except TimeoutError:
+            pass
         errors = [f for f in futures if f.status == "error"]
         if errors:
             failure = errors[0].exception()
             break
         if all(f.status == "finished" for f in futures):
             return
+        cancelled = [f for f in futures if f.status == "cancelled"]  # done, so wait() no longer blocks
+        if cancelled:
+            failure = RuntimeError(f"dlap: task {cancelled[0].key} was cancelled during the solve")
+            break
         failure = _worker_lost(client, workers)
-        if failure is None:
-            time.sleep(POLL)
     abort.set()
     try:
         wait(futures, timeout=ABORT_GRACE)

@@ -199,6 +199,18 @@ def test_a_failing_rank_ends_the_solve(client):
     cost = uniform_block((0, 300), (0, 300), 300, 3000, 4).astype(np.float64)
     assert_nan_slab_refused(lambda c, method: dd.solve(da.from_array(c, chunks=(100, 100)), client, method=method), cost)
     check(cost, client, "tree", chunks=(100, 100))
+    assert_no_abort_events_left(client)
+
+
+def assert_no_abort_events_left(client, timeout=5.0):
+    """The scheduler holds no solve's abort event once the solves have ended (failed ones too)."""
+    def abort_events(dask_scheduler):
+        return [str(name) for name in dask_scheduler.extensions["events"]._events if str(name).startswith("dlap-abort-")]
+
+    deadline = time.perf_counter() + timeout  # a watchdog's last wait (0.5 s at most) may still be open
+    while client.run_on_scheduler(abort_events) and time.perf_counter() < deadline:
+        time.sleep(0.1)
+    assert client.run_on_scheduler(abort_events) == []
 
 
 def test_a_dead_worker_ends_the_solve_within_30s():
@@ -245,6 +257,7 @@ def test_a_cancelled_rank_ends_the_solve(client):
     assert "cancelled" in str(outcome.get("error")), outcome
     small = uniform_block((0, 150), (0, 150), 150, 1500, 1)
     assert dd.solve(da.from_array(small, chunks=(50, 150)), client).objective == dlap.solve(small).objective
+    assert_no_abort_events_left(client)
 
 
 def test_progress_events_and_task_names(client):

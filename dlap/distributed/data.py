@@ -192,13 +192,14 @@ def read_zarr_region(array, region: tuple[slice, slice], gpu: bool):
     return block if isinstance(block, cupy.ndarray) else cupy.asarray(block)
 
 
-def to_device(block, gpu: bool):
-    """A NumPy chunk moved to the worker's GPU when the solve runs on GPUs."""
+def make_slab(block, gpu: bool, maximize: bool, transposed: bool, dtype):
+    """Rank task: the block on the worker's GPU when the solve runs on GPUs (a NumPy chunk is
+    copied there), in the solved form (:func:`~dlap.distributed.engine.prepare_slab`)."""
     if gpu and isinstance(block, np.ndarray):
         import cupy
 
-        return cupy.asarray(block)
-    return block
+        block = cupy.asarray(block)
+    return prepare_slab(block, maximize, transposed, dtype)
 
 
 def place_slabs(client, source: Source, plan: RankPlan, *, axis: int, bounds, transposed: bool, maximize: bool,
@@ -220,8 +221,7 @@ def place_slabs(client, source: Source, plan: RankPlan, *, axis: int, bounds, tr
             pieces = source.array[region].to_delayed().ravel()
             part = pieces[0] if len(pieces) == 1 else source.array[region]
             block = client.compute(part, **pin)
-        block = client.submit(to_device, block, gpu, key=f"dlap-to-device-{solve_id}-{rank}", **pin)
         slabs.append(client.submit(
-            prepare_slab, block, maximize, transposed, dtype, key=f"dlap-slab-{solve_id}-{rank}", **pin
+            make_slab, block, gpu, maximize, transposed, dtype, key=f"dlap-slab-{solve_id}-{rank}", **pin
         ))
     return slabs

@@ -358,6 +358,7 @@ class Watchdog:
 
     def __init__(self, name: str | None, comm):
         self.comm, self.event, self._done = comm, None, threading.Event()
+        self.fired = threading.Event()  # this rank was told to abort: its errors since are echoes
         if name is None:
             return
         from distributed import Event, get_client
@@ -370,6 +371,7 @@ class Watchdog:
         while not self._done.is_set():
             try:
                 if self.event.wait(timeout=0.5):
+                    self.fired.set()
                     self.comm.abort()
                     return
             except Exception:  # the scheduler is gone: nothing left to coordinate with
@@ -377,8 +379,10 @@ class Watchdog:
                 return
 
     def signal(self) -> None:
-        """Tell every rank to abort (this rank failed)."""
-        if self.event is not None:
+        """Tell every rank to abort (this rank failed), unless this rank's failure follows an
+        abort it was told of (setting the event again after the client cleared it would leave
+        it on the scheduler)."""
+        if self.event is not None and not self.fired.is_set():
             try:
                 self.event.set()
             except Exception:

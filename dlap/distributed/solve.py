@@ -20,8 +20,10 @@ METHODS = tuple(SPLIT_AXIS)
 ABORT_GRACE = 20.0
 #: seconds the client waits for the scheduler to notice a dead worker a rank could not reach
 LOST_GRACE = 5.0
-#: the longest the client waits between its checks for a failed rank or a lost worker
+#: seconds between the client's questions to the scheduler about the ranks' workers
 POLL = 0.25
+#: seconds between the client's looks at the ranks' futures (local state)
+TICK = 0.005
 
 
 class WorkerLostError(RuntimeError):
@@ -152,33 +154,34 @@ def _nccl_id():
 
 
 def _wait(client, futures, workers, abort) -> None:
-    """Wait for every task (one per rank). When one fails or its worker leaves, set the abort
-    event (every rank's watchdog aborts its communicator), wait for the ranks to stop, and raise
-    the first cause."""
-    from distributed import wait
+    """Wait for every task (one per rank). When one fails, is cancelled or its worker leaves, set
+    the abort event (every rank's watchdog aborts its communicator), wait for the ranks to stop,
+    and raise the first cause.
 
+    The futures' states are read locally every TICK; the scheduler is asked about the workers
+    every POLL. (Not ``distributed.wait``: it waits through the process's default client, which
+    is not ``client`` once the caller has made another one.)"""
     failure = None
+    next_check = 0.0
     while failure is None:
-        try:
-            wait(futures, timeout=POLL)  # returns as soon as every rank is done
-        except TimeoutError:
-            pass
         errors = [f for f in futures if f.status == "error"]
         if errors:
             failure = errors[0].exception()
             break
         if all(f.status == "finished" for f in futures):
             return
-        cancelled = [f for f in futures if f.status == "cancelled"]  # done, so wait() no longer blocks
+        cancelled = [f for f in futures if f.status == "cancelled"]
         if cancelled:
             failure = RuntimeError(f"dlap: task {cancelled[0].key} was cancelled during the solve")
             break
-        failure = _worker_lost(client, workers)
+        if time.perf_counter() >= next_check:
+            failure = _worker_lost(client, workers)
+            next_check = time.perf_counter() + POLL
+        time.sleep(TICK)
     abort.set()
-    try:
-        wait(futures, timeout=ABORT_GRACE)
-    except TimeoutError:
-        pass  # a rank still blocked is cancelled below
+    deadline = time.perf_counter() + ABORT_GRACE
+    while time.perf_counter() < deadline and not all(f.done() for f in futures):
+        time.sleep(TICK)  # a rank still blocked after the grace is cancelled below
     if isinstance(failure, OSError):
         # a rank that could not reach a peer usually raced the scheduler's notice of that peer's
         # death: the dead worker is the cause to report, once the scheduler has seen it go
@@ -190,6 +193,7 @@ def _wait(client, futures, workers, abort) -> None:
         causes = [f.exception() for f in futures if f.status == "error"]
         failure = next((e for e in causes if not isinstance(e, CommAborted)), failure)
     client.cancel(futures, force=True)
+    abort.clear()  # the scheduler forgets an unset event once no watchdog waits on it
     raise failure
 
 

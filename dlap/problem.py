@@ -30,6 +30,18 @@ MSG_INFEASIBLE = "cost matrix is infeasible"
 _ROW_BLOCK_ELEMENTS = 1 << 22  # rows scanned per NaN/inf check block, ~32 MB of float64
 
 
+class CostShape:
+    """``n_rows`` and ``n_cols`` of a solver state that holds its cost matrix in ``cost``."""
+
+    @property
+    def n_rows(self) -> int:
+        return self.cost.shape[0]
+
+    @property
+    def n_cols(self) -> int:
+        return self.cost.shape[1]
+
+
 @dataclass(frozen=True)
 class Problem:
     """A minimisation LAP ready for a solver.

@@ -17,9 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..problem import CostShape
+
 
 @dataclass
-class DGSState:
+class DGSState(CostShape):
     """Assignment, per-column held cost and the candidate 2-exchanges of every agent and job."""
 
     cost: Any  # C, n_rows x n_cols, never written
@@ -35,14 +37,6 @@ class DGSState:
     dirty: Any  # entity flagged for re-evaluation (its candidate went stale or it was switched)
     tol_scale: float  # improvements must exceed this many ulps of the terms (0 for integers)
     extra: Any = None  # the device's own work arrays
-
-    @property
-    def n_rows(self) -> int:
-        return self.cost.shape[0]
-
-    @property
-    def n_cols(self) -> int:
-        return self.cost.shape[1]
 
     @property
     def n_candidates(self) -> int:

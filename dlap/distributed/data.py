@@ -68,7 +68,7 @@ def slab_bounds(source: Source, axis: int, n_ranks: int) -> tuple[int, ...]:
     if not source.is_zarr:
         chunks = source.array.chunks
         if len(chunks[axis]) == n_ranks and len(chunks[1 - axis]) == 1:
-            return tuple(int(b) for b in np.concatenate([[0], np.cumsum(chunks[axis])]))
+            return tuple(int(b) for b in chunk_edges(source)[axis])
     return tuple(int(b) for b in np.linspace(0, extent, n_ranks + 1).round().astype(int))
 
 

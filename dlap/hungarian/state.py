@@ -12,9 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from ..problem import CostShape
+
 
 @dataclass
-class HungarianState:
+class HungarianState(CostShape):
     """Arrays of section 2.1 plus the work arrays of the searches.
 
     ``cost`` (n_rows <= n_cols) is never written. ``u``/``v`` are the dual arrays D_r/D_c,
@@ -54,14 +56,6 @@ class HungarianState:
     n_paths: int = 0
     row_ptr: Any = None  # classical variant: CSR of the zero-slack edges
     col_idx: Any = None
-
-    @property
-    def n_rows(self) -> int:
-        return self.cost.shape[0]
-
-    @property
-    def n_cols(self) -> int:
-        return self.cost.shape[1]
 
     @classmethod
     def allocate(cls, cost, xp, index_dtype, flag_dtype, tol_scale: float, **extra):

@@ -10,9 +10,10 @@ from .dgs import STARTS, SWITCHINGS
 from .problem import InfeasibleError, Problem, array_module, is_device_array, prepare
 from .result import Assignment, Stats
 
-METHODS = ("auto", "classical", "tree", "hybrid", "dgs")
+METHODS = ("auto", "classical", "tree", "hybrid", "scaling", "dgs")
 DEVICES = ("auto", "cpu", "gpu")
 INITS = ("auto", "jv", "reduction")
+ROOTS = ("auto", "all", "one")
 
 
 def linear_sum_assignment(cost, maximize: bool = False, **options):
@@ -67,11 +68,15 @@ def solve(
         Cost matrix (any shape; ``+inf`` forbidden). Never modified. A CuPy array is solved on its
         GPU without a host copy, and the results are CuPy arrays.
     maximize : bool
-    method : {"auto", "classical", "tree", "hybrid", "dgs"}
+    method : {"auto", "classical", "tree", "hybrid", "scaling", "dgs"}
         The variant of Date & Nagi (2016), or the hybrid (classical until it has made a few dual
-        updates, then tree; see :mod:`dlap.hungarian.hybrid`). ``"auto"``: on a GPU the
-        hybrid; on the CPU classical for integer costs spanning at most n values and the tree
-        variant otherwise (see :func:`choose_method`). ``"dgs"``: Deep Greedy Switching
+        updates, then tree; see :mod:`dlap.hungarian.hybrid`), or ``"scaling"``: shortest
+        augmenting paths with ε-scaled prices (:mod:`dlap.hungarian.scaling`), the engine for
+        structured costs (distances between point sets, benefit matrices, Machol-Wien).
+        ``"auto"``: Jonker-Volgenant initialisation, then ε-scaling for a square matrix where it
+        leaves more than a tenth of the rows free (structured costs), otherwise on a GPU the
+        hybrid and on the CPU classical for integer costs spanning at most n values and the tree
+        variant for the rest (see :mod:`dlap.hungarian.auto`). ``"dgs"``: Deep Greedy Switching
         (:mod:`dlap.dgs`), a heuristic: the result has ``heuristic=True``, the number of 2-exchanges
         in ``stats.switches`` and a ``lower_bound`` from the row and column reductions.
     device : {"auto", "cpu", "gpu"}
@@ -80,6 +85,7 @@ def solve(
     init : {"auto", "jv", "reduction"}
         ``"reduction"`` is the paper's initial reduction; ``"jv"`` adds Jonker-Volgenant column
         reduction, reduction transfer and augmenting row reduction (``"auto"``: ``"jv"``).
+        ``method="auto"`` always starts with ``"jv"``; ``"scaling"`` makes its own prices.
     roots : {"auto", "all", "one"}
         Tree variant only: grow trees from all free rows per iteration (the paper's parallel
         search), from one, or all while many rows are free and one after (``"auto"``).
@@ -111,6 +117,7 @@ def solve(
     _check_choice("method", method, METHODS)
     _check_choice("device", device, DEVICES)
     _check_choice("init", init, INITS)
+    _check_choice("roots", roots, ROOTS)
     _check_choice("start", start, STARTS)
     _check_choice("switching", switching, SWITCHINGS)
     if time_limit is not None and method != "dgs":
@@ -193,17 +200,20 @@ def _backend(device: str):
 
 
 def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress):
-    from .hungarian import solve_classical, solve_hybrid, solve_tree
+    from .hungarian import solve_auto, solve_classical, solve_hybrid, solve_scaling, solve_tree
 
     state = backend.allocate(problem)
     init = "jv" if init == "auto" else init
     gpu = backend.device == "gpu"
-    if method == "auto":
-        method = "hybrid" if gpu else choose_method(problem)
     if roots == "auto" and gpu:
         roots = "all"  # one tree per iteration leaves a GPU idle: the parallel search pays there
     with _progress_bar(progress, problem.n_rows) as callback:
-        if method == "classical":
+        if method == "auto":
+            variant = "hybrid" if gpu else choose_method(problem)
+            solve_auto(backend, state, stats, variant, roots=roots, progress=callback)
+        elif method == "scaling":
+            solve_scaling(backend, state, stats, progress=callback)
+        elif method == "classical":
             solve_classical(backend, state, stats, init=init, progress=callback)
         elif method == "hybrid":
             solve_hybrid(backend, state, stats, init=init, progress=callback)
@@ -241,7 +251,8 @@ _RANGE_SAMPLE_ROWS = 64
 
 
 def choose_method(problem: Problem) -> str:
-    """``method="auto"``: the variant that was faster on this kind of input (README, benchmarks).
+    """``method="auto"`` on the CPU, where JV initialisation leaves few rows free: the variant that
+    was faster on this kind of input (README, benchmarks).
 
     Integer costs spanning at most ``n_cols`` values (the paper's f <= 1) make a dense zero-slack
     graph, where the classical BFS over the compressed edges finds many paths per round (on

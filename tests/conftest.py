@@ -11,6 +11,7 @@ CONFIGS = [
     pytest.param({"method": "classical", "init": "reduction"}, id="classical-paper"),
     pytest.param({"method": "classical", "init": "jv"}, id="classical-jv"),
     pytest.param({"method": "hybrid"}, id="hybrid"),
+    pytest.param({"method": "scaling"}, id="scaling"),
 ]
 
 

@@ -100,6 +100,26 @@ class Backend(ABC):
         """Section 4.3.3: flip the edges along the kept paths."""
 
     @abstractmethod
+    def price_initialisation(self, state: HungarianState) -> float | None:
+        """ε-scaling, step 1 (:mod:`dlap.hungarian.scaling`): column prices ``v`` from the
+        second-keenest rows, fitted to a greedy assignment by decreasing regret (square
+        matrices; a rectangular one starts from ``v = 0``). Returns the greedy assignment's total
+        excess over the rows' minimum reduced costs (0: the prices already prove it optimal), or
+        None when a row has no finite entry (infeasible)."""
+
+    @abstractmethod
+    def scaling_phase(self, state: HungarianState, eps: float, reverse: bool) -> bool:
+        """ε-scaling, step 2: every row assigned from an empty assignment by a shortest
+        augmenting path search that lowers the prices of the columns it completed by at least
+        ``eps`` (rows last to first with ``reverse``). False: a row reaches no free column."""
+
+    @abstractmethod
+    def exact_phase(self, state: HungarianState) -> bool:
+        """ε-scaling, step 3: the same with ε = 0, rows in order, then virtual rows of zero
+        costs for a rectangular matrix; leaves the optimal assignment and duals ``u``, ``v``
+        (``v <= 0``, 0 on unassigned columns). False: infeasible."""
+
+    @abstractmethod
     def switching(self):
         """The Deep Greedy Switching primitives of this device (:mod:`dlap.dgs`), reading the
         matrix where :meth:`allocate` placed it."""
@@ -109,7 +129,8 @@ class Backend(ABC):
 
     @abstractmethod
     def counters(self, state: HungarianState) -> tuple[int, int]:
-        """(dual updates, rows scanned or BFS levels) accumulated by the searches."""
+        """(dual updates, rows scanned or BFS levels) accumulated by the searches; for the
+        ε-scaling engine (searches, rows scanned)."""
 
     @abstractmethod
     def to_host(self, state: HungarianState):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..hungarian.state import HungarianState
 from ..problem import Problem
 from . import cpu_kernels as k
+from . import cpu_scaling as ks
 from .base import FLOAT_TOL_SCALE, Backend
+
 #: augmenting row reduction: passes (as JV) and row visits per pass, in multiples of n
 ARR_PASSES = 2
 ARR_BUDGET_PER_ROW = 4
@@ -112,6 +116,45 @@ class CPUBackend(Backend):
 
     def augment(self, state):
         k.augment(state.aug_roots, state.n_paths, state.succ_row, state.row_match, state.col_match)
+
+    # ------------------------------------------------------------ ε-scaling (hungarian/scaling.py)
+
+    def price_initialisation(self, state):
+        n_rows, n_cols = state.cost.shape
+        square = n_rows == n_cols
+        state.v[:] = 0.0
+        if square and not ks.competition_prices(state.cost, state.u, state.v):
+            return None
+        regret = np.empty(n_rows)
+        ks.row_regrets(state.cost, state.v, regret)
+        order = np.argsort(-regret, kind="stable")  # largest regret first, ties in row order
+        picked = np.empty(n_rows, dtype=np.int64)
+        ks.greedy_prices(state.cost, state.v, order, picked, np.zeros(n_cols, dtype=np.bool_), square)
+        k.row_duals_from_columns(state.cost, state.v, state.u)
+        if not np.isfinite(state.u).all():
+            return None
+        excess = np.empty(n_rows)
+        ks.greedy_excess(state.cost, state.v, state.u, order, picked, excess)
+        return math.fsum(excess.tolist())
+
+    def _assign_all(self, state, eps, reverse, n_virtual):
+        return ks.scaling_phase(
+            state.cost, state.v, eps, reverse, n_virtual, state.row_match, state.col_match,
+            state.slack, state.col_pred, state.v_open, state.forest_cols, state.col_level, state.counters,
+        )
+
+    def scaling_phase(self, state, eps, reverse):
+        return self._assign_all(state, eps, reverse, 0)
+
+    def exact_phase(self, state):
+        if not self._assign_all(state, 0.0, False, state.n_cols - state.n_rows):
+            return False
+        ks.tight_duals(state.cost, state.v, state.row_match, state.u)
+        if state.n_cols > state.n_rows:
+            top = state.v.max()  # the unassigned columns' price: shift it to 0
+            state.v -= top
+            state.u += top
+        return True
 
     def switching(self):
         from .cpu_dgs import CPUSwitching

@@ -12,7 +12,7 @@ import math
 
 from ..problem import InfeasibleError
 from ..result import Stats
-from .phases import PhaseTimer, Progress, augment_paths, check, initialise
+from .phases import PhaseTimer, augment_paths, check, drive
 
 
 def classical_search(backend, state, stats: Stats, phase: PhaseTimer, compressed: bool) -> bool:
@@ -57,12 +57,12 @@ def classical_iterations(
     return 0
 
 
+def run_classical(backend, state, stats: Stats, phase: PhaseTimer, report) -> None:
+    """The classical variant's iterations to optimality, after initialisation."""
+    classical_iterations(backend, state, stats, phase, report)
+    stats.phase_counts["bfs_levels"] = backend.counters(state)[1]
+
+
 def solve_classical(backend, state, stats: Stats, init: str = "reduction", progress=None) -> None:
     """Run the classical variant to optimality on ``state`` (mutated in place)."""
-    stats.method = "classical"
-    phase = PhaseTimer(stats, backend, state)
-    initialise(backend, state, init, stats, phase)
-    report = Progress(progress, state.n_rows)
-    classical_iterations(backend, state, stats, phase, report)
-    report(0, final=True)
-    stats.phase_counts["bfs_levels"] = backend.counters(state)[1]
+    drive(backend, state, stats, "classical", init, progress, run_classical)

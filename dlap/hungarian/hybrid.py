@@ -20,23 +20,23 @@ from __future__ import annotations
 
 from ..result import Stats
 from .classical import classical_iterations
-from .phases import PhaseTimer, Progress, initialise
+from .phases import PhaseTimer, drive
 from .tree import tree_iterations
 
 #: dual updates the classical variant may make before the hybrid switches to the tree variant
 MAX_CLASSICAL_DUAL_UPDATES = 8
 
 
-def solve_hybrid(backend, state, stats: Stats, init: str = "jv", progress=None) -> None:
-    """Run the classical variant until it stalls, then the tree variant to optimality."""
-    stats.method = "hybrid"
-    phase = PhaseTimer(stats, backend, state)
-    initialise(backend, state, init, stats, phase)
-    report = Progress(progress, state.n_rows)
+def run_hybrid(backend, state, stats: Stats, phase: PhaseTimer, report) -> None:
+    """The classical variant until it stalls, then the tree variant, after initialisation."""
     if classical_iterations(backend, state, stats, phase, report, MAX_CLASSICAL_DUAL_UPDATES):
         stats.phase_counts["switch_iteration"] = stats.iterations
         tree_iterations(backend, state, stats, phase, report, roots="all")
-    report(0, final=True)
     classical_updates = stats.dual_updates
     tree_updates, stats.phase_counts["search_steps"] = backend.counters(state)
     stats.dual_updates = classical_updates + tree_updates
+
+
+def solve_hybrid(backend, state, stats: Stats, init: str = "jv", progress=None) -> None:
+    """Run the classical variant until it stalls, then the tree variant to optimality."""
+    drive(backend, state, stats, "hybrid", init, progress, run_hybrid)

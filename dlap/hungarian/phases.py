@@ -52,6 +52,17 @@ def initialise(backend, state, init: str, stats: Stats, phase: PhaseTimer) -> No
     stats.initial_assignments = state.n_rows - backend.optimality_check(state)
 
 
+def drive(backend, state, stats: Stats, method: str, init: str, progress, run) -> None:
+    """A variant's solve: initialisation, then ``run(backend, state, stats, phase, report)`` to
+    optimality, reporting progress to ``progress``."""
+    stats.method = method
+    phase = PhaseTimer(stats, backend, state)
+    initialise(backend, state, init, stats, phase)
+    report = Progress(progress, state.n_rows)
+    run(backend, state, stats, phase, report)
+    report(0, final=True)
+
+
 def check(backend, state, phase: PhaseTimer, report) -> int:
     """Optimality check (section 4.2): the number of free rows, reported to the progress hook."""
     with phase("optimality_check"):
@@ -72,13 +83,16 @@ def augment_paths(backend, state, stats: Stats, phase: PhaseTimer) -> None:
 
 
 class Progress:
-    """Calls ``callback(matched, total)`` after augmentations, at most every ``interval`` s."""
+    """Calls ``callback(matched, total)`` after augmentations, at most every ``interval`` s, and
+    ``watch(n_free)`` after every optimality check (``method="auto"``'s hand-over test)."""
 
-    def __init__(self, callback, total: int, interval: float = 0.1):
-        self.callback, self.total, self.interval = callback, total, interval
+    def __init__(self, callback, total: int, interval: float = 0.1, watch=None):
+        self.callback, self.total, self.interval, self.watch = callback, total, interval, watch
         self._last = time.perf_counter()
 
     def __call__(self, n_free: int, final: bool = False) -> None:
+        if self.watch is not None and not final:
+            self.watch(n_free)
         if self.callback is None:
             return
         now = time.perf_counter()

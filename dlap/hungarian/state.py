@@ -23,6 +23,11 @@ class HungarianState(CostShape):
     ``row_match``/``col_match`` the assignment arrays A_r/A_c (-1: unassigned),
     ``row_pred``/``col_pred`` the predecessor arrays P_r/P_c, ``succ_row`` the successor array S_r,
     ``slack`` the column slack array of the alternating tree variant.
+
+    The ε-scaling engine (:mod:`dlap.hungarian.scaling`) reuses the tree variant's arrays for its
+    single-root searches: ``slack`` holds the tentative distances, ``v_open`` the prices of the
+    columns a search has not completed, ``forest_cols``/``col_level`` the completed columns and
+    their distances, ``counters`` [searches, rows scanned].
     """
 
     cost: Any

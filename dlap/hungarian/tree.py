@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..problem import InfeasibleError
 from ..result import Stats
-from .phases import PhaseTimer, Progress, augment_paths, check, initialise
+from .phases import PhaseTimer, augment_paths, check, drive
 
 #: roots="auto": search from all free rows while more than this fraction of rows is free
 AUTO_FOREST_FRACTION = 0.25
@@ -42,16 +42,14 @@ def tree_iterations(backend, state, stats: Stats, phase: PhaseTimer, report, roo
         tree_search(backend, state, stats, phase, n_free, roots)
 
 
+def run_tree(backend, state, stats: Stats, phase: PhaseTimer, report, roots: str) -> None:
+    """The tree variant's iterations to optimality, after initialisation."""
+    tree_iterations(backend, state, stats, phase, report, roots)
+    stats.dual_updates, stats.phase_counts["rows_scanned"] = backend.counters(state)
+
+
 def solve_tree(
     backend, state, stats: Stats, init: str = "reduction", roots: str = "all", progress=None
 ) -> None:
     """Run the alternating tree variant to optimality on ``state`` (mutated in place)."""
-    if roots not in ("all", "one", "auto"):
-        raise ValueError(f"roots must be 'all', 'one' or 'auto', got {roots!r}")
-    stats.method = "tree"
-    phase = PhaseTimer(stats, backend, state)
-    initialise(backend, state, init, stats, phase)
-    report = Progress(progress, state.n_rows)
-    tree_iterations(backend, state, stats, phase, report, roots)
-    report(0, final=True)
-    stats.dual_updates, stats.phase_counts["rows_scanned"] = backend.counters(state)
+    drive(backend, state, stats, "tree", init, progress, lambda *args: run_tree(*args, roots))

@@ -1,0 +1,297 @@
+"""Numba kernels of the ε-scaling engine (:mod:`dlap.hungarian.scaling`) on the CPU.
+
+Shortest augmenting paths with ε-scaled prices, after Jonker & Volgenant (1987) and the
+ε-scaling of Bertsekas' auction as Guthe & Thuerck use it for dense LAPs (ACM TOMS 47, 2021,
+"Algorithm 1015"). Only the column prices ``v`` are kept; a row's dual is implicit,
+``u_i = min_j (C[i, j] - v[j])``, and an assigned pair is tight when its column attains that minimum.
+
+A phase assigns every row from an empty assignment, one single-root Dijkstra search per row
+(Lawler's tree, as the tree variant's ``roots="one"``): ``dist[j]`` is the length of the shortest
+alternating path from the root to column j in reduced costs ``C - v``; the search stops at the
+first free column it reaches and augments along the path. Afterwards every column the search
+completed is lowered by ``dist_end - dist[j]`` (the Hungarian dual update, which keeps every
+assigned pair tight) and, in an ε-phase, by at least ε: the columns a row fought for become dearer
+by ε, as an auction bid would make them. With ε > 0 this leaves an ε-optimal assignment and prices
+that are close to optimal duals; the final phase, with ε = 0, is an exact shortest augmenting path
+algorithm from those prices, whatever they are (every row starts free, so the invariant "every
+assigned pair is tight" holds trivially at its start). Its speed comes from the prices: the better
+they are, the sooner each search reaches a free column.
+
+Arrays keep the names of the solver state: ``row_match``/``col_match`` (A_r/A_c), ``v`` (D_c),
+``col_pred`` (P_c). ``dist`` is the state's ``slack`` array, ``v_open`` holds ``v`` for the columns
+a search has not completed and -inf for those it has (so their candidate distance is +inf and the
+scan needs no mask), ``done``/``done_dist`` list the completed columns and their distances.
+Entries are widened to float64 before any arithmetic, as in :mod:`cpu_kernels`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .cpu_kernels import _COLUMN_BLOCK, _min_slack, row_reduction
+
+INF = np.inf
+
+
+# --------------------------------------------------------------------------------------------
+# Price initialisation
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def competition_prices(C, row_low, v):
+    """``v[j]`` = the second-smallest row-reduced cost in column j, shifted so ``max v = 0``.
+
+    Column reduction (Algorithm 1) prices a column at what its keenest row would pay; one row can
+    hold only one column, so the second-keenest row's price is the better guess of a column's
+    worth when many rows want the same columns (benefit matrices, Machol-Wien). A column with a
+    single finite entry falls back to that entry; one with none is priced at the maximum.
+    Returns False when a row has no finite entry (the matrix is infeasible).
+    """
+    n_rows, n_cols = C.shape
+    row_reduction(C, row_low)
+    for i in range(n_rows):
+        if row_low[i] == INF:
+            return False
+    n_blocks = (n_cols + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
+    for b in prange(n_blocks):
+        lo = b * _COLUMN_BLOCK
+        hi = min(n_cols, lo + _COLUMN_BLOCK)
+        first = np.full(hi - lo, INF)
+        second = np.full(hi - lo, INF)
+        for i in range(n_rows):
+            ri = row_low[i]
+            for j in range(lo, hi):
+                r = np.float64(C[i, j]) - ri
+                if r < second[j - lo]:
+                    if r < first[j - lo]:
+                        second[j - lo] = first[j - lo]
+                        first[j - lo] = r
+                    else:
+                        second[j - lo] = r
+        for j in range(lo, hi):
+            v[j] = second[j - lo] if second[j - lo] < INF else first[j - lo]
+    top = -INF
+    for j in range(n_cols):
+        if v[j] < INF and v[j] > top:
+            top = v[j]
+    if top == -INF:
+        top = 0.0
+    for j in range(n_cols):
+        v[j] = top - top if v[j] == INF else v[j] - top
+    return True
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def row_regrets(C, v, regret):
+    """``regret[i]`` = second-smallest minus smallest reduced cost of row i (0 with one finite
+    entry): how much row i loses if it does not get its best column."""
+    n_rows, n_cols = C.shape
+    for i in prange(n_rows):
+        a = INF
+        b = INF
+        for j in range(n_cols):
+            h = np.float64(C[i, j]) - v[j]
+            if h < b:
+                if h < a:
+                    b = a
+                    a = h
+                else:
+                    b = h
+        regret[i] = b - a if b < INF else 0.0
+
+
+@njit(cache=True, nogil=True)
+def greedy_prices(C, v, order, picked, taken, fit):
+    """A greedy assignment, rows in ``order`` (largest regret first), each taking its cheapest
+    column still untaken (``picked[q]`` for row ``order[q]``, -1 when no finite one is left);
+    then, with ``fit``, the prices are fitted to it, last row first: each row lowers the price of
+    every column taken before it that it would rather have, to its own column's reduced cost.
+    When the greedy assignment is optimal (Machol-Wien) this makes every greedy pair tight, and
+    the exact phase then only confirms it; otherwise the fitted prices start the ε-phases closer
+    to the optimum. ``taken`` is scratch (zeros in, zeros out)."""
+    n_rows, n_cols = C.shape
+    for q in range(n_rows):
+        i = order[q]
+        best = INF
+        jb = -1
+        for j in range(n_cols):
+            if not taken[j]:
+                h = np.float64(C[i, j]) - v[j]
+                if h < best:
+                    best = h
+                    jb = j
+        picked[q] = jb
+        if jb >= 0:
+            taken[jb] = True
+    for q in range(n_rows - 1, -1, -1):
+        jq = picked[q]
+        if jq < 0:
+            continue
+        taken[jq] = False
+        if not fit:
+            continue
+        i = order[q]
+        own = np.float64(C[i, jq]) - v[jq]
+        for j in range(n_cols):
+            if taken[j]:
+                h = np.float64(C[i, j]) - v[j]
+                if h < own:
+                    v[j] -= own - h
+
+
+@njit(cache=True, nogil=True)
+def greedy_excess(C, v, u, order, picked, excess):
+    """``excess[q]``: the greedy pair of row ``order[q]``'s reduced cost above the row's minimum
+    ``u`` (0 where the row got no column). Their sum is 0 when the greedy assignment is tight
+    under ``v`` (hence optimal), otherwise it sets the first ε. Summed with ``math.fsum`` by the
+    backend, so the CPU and the GPU agree on it to the last bit."""
+    for q in range(order.shape[0]):
+        j = picked[q]
+        excess[q] = (np.float64(C[order[q], j]) - v[j]) - u[order[q]] if j >= 0 else 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# One phase: a shortest augmenting path search per row, from an empty assignment
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _first_at(dist, col_match, best):
+    """The column to complete next: the first free column at distance ``best`` (a search that
+    can end does), else the first column at ``best``."""
+    first = -1
+    for j in range(dist.shape[0]):
+        if dist[j] == best:
+            if col_match[j] < 0:
+                return j
+            if first < 0:
+                first = j
+    return first
+
+
+@njit(cache=True, nogil=True)
+def _search(C, i0, virtual, extra_match, v, v_open, col_match, dist, col_pred, done, done_dist, counters):
+    """Dijkstra from row ``i0`` until a free column is completed. Returns ``(free column, path
+    length, columns completed)``, or ``(-1, inf, n)`` when no finite path leaves the tree
+    (infeasible). Distances are in reduced costs ``C - v`` plus a constant (the root's dual).
+
+    Rows from ``virtual`` on are virtual rows of zero costs, identical to one another: a search
+    from one takes the columns the others hold as completed at the start (each is at the root's
+    own distance, ``-v[j]``, since it is tight for its virtual row), and never scans another
+    virtual row, which would add nothing. ``extra_match`` holds the virtual rows' columns.
+
+    The first scan writes every ``dist[j]``, so the array needs no reset between searches. In an
+    ε-phase reduced costs can be as low as -ε, so a column completed later can be nearer than
+    one completed earlier: the search keeps its running ``level`` (the largest distance completed
+    so far) as the distance the next scan adds to, and as the path length, so every completed
+    column's update ``level - done_dist`` is >= 0."""
+    n_cols = v.shape[0]
+    n_done = 0
+    level = -INF
+    if i0 < virtual:
+        row = C[i0]
+        for j in range(n_cols):
+            dist[j] = np.float64(row[j]) - v_open[j]
+            col_pred[j] = i0
+    else:
+        for j in range(n_cols):
+            dist[j] = -v_open[j]
+            col_pred[j] = i0
+        for r in range(extra_match.shape[0]):
+            j = extra_match[r]
+            if j >= 0:
+                done[n_done] = j
+                done_dist[n_done] = dist[j]
+                n_done += 1
+                level = max(level, dist[j])
+                dist[j] = INF
+                v_open[j] = -INF
+    counters[1] += 1
+    while True:
+        best = _min_slack(dist)  # completed columns hold +inf
+        if best == INF:
+            return -1, INF, n_done
+        j = _first_at(dist, col_match, best)
+        done[n_done] = j
+        done_dist[n_done] = best
+        n_done += 1
+        dist[j] = INF
+        v_open[j] = -INF
+        level = max(level, best)
+        if col_match[j] < 0:
+            return j, level, n_done
+        # scan the row assigned to j, whose reduced cost there is its dual u_i
+        i = col_match[j]
+        row = C[i]
+        shift = level - (np.float64(row[j]) - v[j])
+        counters[1] += 1
+        for j in range(n_cols):
+            x = (np.float64(row[j]) - v_open[j]) + shift
+            if x < dist[j]:
+                dist[j] = x
+                col_pred[j] = i
+
+
+@njit(cache=True, nogil=True)
+def scaling_phase(C, v, eps, reverse, n_virtual, row_match, col_match, dist, col_pred, v_open,
+                  done, done_dist, counters):
+    """Assign every row, and then ``n_virtual`` rows of zero costs, from an empty assignment:
+    one shortest augmenting path search each (ε = 0: exact; ε > 0: completed columns lowered by
+    at least ε). ``reverse`` takes the rows last to first. Returns False when a row finds no
+    finite path (infeasible). ``counters[1]`` counts rows scanned, ``counters[0]`` searches.
+
+    Virtual rows make a rectangular problem square for the exact phase: a column a virtual row
+    holds is unassigned in the caller's problem, and the optimality conditions of the square
+    problem give every such column the largest price, which is what the rectangular problem's
+    dual asks of its unassigned columns (shift the prices so that it is 0)."""
+    n_rows, n_cols = C.shape
+    extra_match = np.full(n_virtual, -1, dtype=np.int64)  # row_match of the virtual rows
+    for j in range(n_cols):
+        col_match[j] = -1
+        v_open[j] = v[j]
+    for i in range(n_rows):
+        row_match[i] = -1
+    for q in range(n_rows + n_virtual):
+        i0 = (n_rows - 1 - q if reverse else q) if q < n_rows else q
+        counters[0] += 1
+        end, length, n_done = _search(C, i0, n_rows, extra_match, v, v_open, col_match, dist,
+                                      col_pred, done, done_dist, counters)
+        # dual update (Hungarian), plus ε: lower every completed column
+        for q2 in range(n_done):
+            j = done[q2]
+            delta = length - done_dist[q2]
+            if delta < eps:
+                delta = eps
+            v[j] -= delta
+            v_open[j] = v[j]
+        if end < 0:
+            return False
+        # augment: flip the path from the free column back to the root
+        j = end
+        while True:
+            i = col_pred[j]
+            col_match[j] = i
+            if i < n_rows:
+                nxt = row_match[i]
+                row_match[i] = j
+            else:
+                nxt = extra_match[i - n_rows]
+                extra_match[i - n_rows] = j
+            if i == i0:
+                break
+            j = nxt
+    for j in range(n_cols):
+        if col_match[j] >= n_rows:
+            col_match[j] = -1  # held by a virtual row: unassigned in the caller's problem
+    return True
+
+
+@njit(cache=True, nogil=True)
+def tight_duals(C, v, row_match, u):
+    """``u[i] = C[i, row_match[i]] - v[row_match[i]]``: the row duals of the exact phase (each
+    assigned pair is tight, and its column attains the row's minimum reduced cost)."""
+    for i in range(row_match.shape[0]):
+        j = row_match[i]
+        u[i] = np.float64(C[i, j]) - v[j]

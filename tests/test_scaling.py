@@ -1,0 +1,163 @@
+"""The ε-scaling engine (dlap/hungarian/scaling.py) and method="auto"'s choice of it, on the CPU.
+
+Its answers are checked against scipy on every hard family and shape (the hypothesis strategies
+run it too, through conftest.CONFIGS); what is specific to it is checked here: that the exact phase
+is exact from any prices at all (the property its correctness rests on), the ε schedule, the
+rectangular duals its virtual rows give, and that "auto" hands it the structured costs only.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+import dlap
+from dlap import generate
+from dlap.backends.cpu import CPUBackend
+from dlap.hungarian.scaling import SCALING_FACTOR, epsilon_schedule
+from dlap.problem import prepare
+from dlap.result import Stats
+
+from .helpers import assert_same_optimum, assert_valid
+
+HARD = ["geometric", "geometric-int", "geometric-3d", "geometric-disjoint", "geometric-benefit", "machol-wien"]
+
+
+@pytest.mark.parametrize("family", HARD + ["ties", "uniform", "float"])
+@pytest.mark.parametrize("n", [1, 2, 17, 150])
+@pytest.mark.parametrize("method", ["auto", "scaling"])
+def test_every_family_agrees_with_scipy(family, n, method):
+    cost = generate.family(family, n, seed=n)
+    assert_same_optimum(cost, family in generate.MAXIMIZE, method=method)
+
+
+@pytest.mark.parametrize("family", HARD)
+@pytest.mark.parametrize("shape", [(60, 90), (90, 60), (89, 90)])
+def test_rectangular_both_ways(family, shape):
+    """Virtual rows of zero costs hold the unassigned columns; the duals are the rectangular
+    problem's (v <= 0 on the longer side, 0 where unassigned), so the certificate closes."""
+    cost = generate.family(family, max(shape), seed=3)[: shape[0], : shape[1]]
+    for maximize in (False, True):
+        result = assert_same_optimum(cost, maximize, method="scaling")
+        long_duals = result.col_duals if shape[0] < shape[1] else result.row_duals
+        sign = -1 if maximize else 1
+        assert (sign * long_duals <= 0).all()
+        unassigned = np.setdiff1d(np.arange(max(shape)), result.col_ind if shape[0] < shape[1] else result.row_ind)
+        assert (long_duals[unassigned] == 0).all()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.tuples(st.integers(1, 8), st.integers(1, 8)),
+    data=st.data(),
+)
+def test_the_exact_phase_is_exact_from_any_prices(shape, data):
+    """The exact phase starts with every row free, so any prices will do: its result is optimal
+    from random ones too (prices are what make it fast, never what makes it right)."""
+    n_rows, n_cols = sorted(shape)
+    cost = data.draw(arrays(np.int64, (n_rows, n_cols), elements=st.integers(-20, 20)))
+    prices = data.draw(arrays(np.float64, n_cols, elements=st.integers(-50, 50).map(float)))
+    backend = CPUBackend()
+    state = backend.allocate(prepare(cost))
+    state.v[:] = prices
+    assert backend.exact_phase(state)
+    from scipy.optimize import linear_sum_assignment
+
+    rows, cols = linear_sum_assignment(cost)
+    assert cost[np.arange(n_rows), state.row_match].sum() == cost[rows, cols].sum()
+    assert len(set(state.row_match.tolist())) == n_rows
+    reduced = cost - state.u[:, None] - state.v[None, :]
+    assert reduced.min() >= 0 and (reduced[np.arange(n_rows), state.row_match] == 0).all()
+    if n_rows < n_cols:  # the rectangular problem's dual: v <= 0, and 0 where unassigned
+        assert (state.v <= 0).all() and (state.v[np.setdiff1d(np.arange(n_cols), state.row_match)] == 0).all()
+
+
+def test_epsilon_schedule():
+    assert epsilon_schedule(0.0, 100, integer=True) == []
+    assert epsilon_schedule(float("inf"), 100, integer=False) == []
+    floats = epsilon_schedule(1000.0, 10, integer=False)
+    assert floats[0] == 100.0 and all(a / b == pytest.approx(SCALING_FACTOR) for a, b in itertools.pairwise(floats))
+    assert floats[-1] >= 100.0 / 16 / 10
+    ints = epsilon_schedule(1000.0, 10, integer=True)
+    assert ints[0] == 100.0 and all(e == int(e) and e >= 1 for e in ints)
+    assert epsilon_schedule(5.0, 10, integer=True) == []  # ε would be below 1: exact phase at once
+
+
+def test_integer_prices_stay_integral():
+    """Integer costs get integer ε and prices, so the exact phase's arithmetic is exact."""
+    result = dlap.solve(generate.geometric_int(300, seed=5), method="scaling", device="cpu")
+    assert result.stats.phase_counts["scaling_phase"] >= 2
+    assert (result.col_duals == np.round(result.col_duals)).all()
+    assert (result.row_duals == np.round(result.row_duals)).all()
+    assert result.verify().optimal
+
+
+def test_machol_wien_is_proved_by_the_greedy_prices():
+    """c_ij = i*j: the greedy assignment by regret is optimal and the fitted prices prove it, so
+    no ε-phase runs and each row's search scans about two rows."""
+    n = 800
+    result = dlap.solve(generate.machol_wien(n), method="scaling", device="cpu")
+    assert "scaling_phase" not in result.stats.phase_counts
+    assert result.stats.phase_counts["rows_scanned"] <= 3 * n
+    assert result.stats.iterations == n
+    assert_valid(result, generate.machol_wien(n))
+
+
+def test_infeasible_and_forbidden_pairs():
+    cost = np.array([[1.0, np.inf, 3.0], [np.inf, np.inf, 2.0], [4.0, 1.0, np.inf]])
+    assert_same_optimum(cost, method="scaling")
+    cost = np.array([[1.0, np.inf, np.inf], [np.inf, 3.0, 2.0], [4.0, np.inf, np.inf]])
+    with pytest.raises(ValueError, match="cost matrix is infeasible"):
+        dlap.solve(cost, method="scaling")
+    with pytest.raises(ValueError, match="cost matrix is infeasible"):
+        dlap.solve(np.array([[1.0, 2.0], [np.inf, np.inf]]), method="scaling")
+
+
+@pytest.mark.parametrize("family", ["geometric", "geometric-disjoint", "geometric-benefit", "machol-wien"])
+def test_auto_hands_structured_costs_to_scaling(family):
+    result = dlap.solve(generate.family(family, 600, seed=1), maximize=family in generate.MAXIMIZE, device="cpu")
+    assert result.stats.method == "scaling"
+    assert result.stats.phase_counts["jv_free_rows"] > 60
+    assert result.stats.phase_counts["handover_iteration"] <= 3  # after two iterations of one path
+
+
+@pytest.mark.parametrize("family, f", [("uniform", 1.0), ("uniform", 10.0), ("float", None), ("ties", None)])
+def test_auto_keeps_the_variants_for_iid_costs(family, f):
+    result = dlap.solve(generate.family(family, 300, f, seed=1), device="cpu")
+    assert result.stats.method in ("classical", "tree")
+    assert result.stats.phase_counts["jv_free_rows"] <= 30
+
+
+def test_auto_keeps_rectangular_matrices_with_the_variants():
+    cost = generate.geometric(300, m=320, seed=1, same_points=True)
+    result = dlap.solve(cost, maximize=True, device="cpu")
+    assert result.stats.method == "tree"
+    assert_valid(result, cost, maximize=True)
+
+
+def test_stats_of_a_scaling_solve():
+    n = 400
+    result = dlap.solve(generate.geometric(n, seed=2), method="scaling", device="cpu")
+    stats = result.stats
+    assert stats.method == "scaling" and stats.init == "prices"
+    phases = stats.phase_counts.get("scaling_phase", 0)
+    assert stats.iterations == n * (phases + 1)  # one search per row and phase
+    assert stats.phase_counts["rows_scanned"] >= stats.iterations
+    for name in ("price_initialisation", "exact_phase"):
+        assert stats.phase_seconds[name] > 0
+
+
+def test_scaling_state_is_shared_with_the_backend_interface():
+    """The engine drives any Backend: the CPU backend's primitives leave a valid state."""
+    cost = generate.geometric(50, seed=9)
+    backend = CPUBackend()
+    state = backend.allocate(prepare(cost))
+    from dlap.hungarian import solve_scaling
+
+    stats = Stats()
+    solve_scaling(backend, state, stats)
+    assert sorted(state.row_match.tolist()) == list(range(50))
+    assert (state.col_match[state.row_match] == np.arange(50)).all()

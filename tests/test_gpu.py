@@ -24,6 +24,7 @@ GPU_CONFIGS = [
     pytest.param({"device": "gpu", "method": "classical", "init": "jv"}, id="gpu-classical-jv"),
     pytest.param({"device": "gpu", "method": "classical", "init": "reduction"}, id="gpu-classical-paper"),
     pytest.param({"device": "gpu", "method": "hybrid", "init": "reduction"}, id="gpu-hybrid-paper"),
+    pytest.param({"device": "gpu", "method": "scaling"}, id="gpu-scaling"),
 ]
 DTYPES = [np.int32, np.int64, np.float32, np.float64]
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -148,3 +149,78 @@ def test_stats_report_the_phases():
         assert stats.phase_seconds[name] > 0, name
     assert sum(stats.paths_per_iteration) == 2000 - stats.initial_assignments
     assert stats.iterations == len(stats.paths_per_iteration)
+
+
+# ---------------------------------------------------------------- the ε-scaling engine
+
+HARD_CASES = [(fam, n) for fam in ("geometric", "geometric-int", "geometric-3d", "geometric-disjoint",
+                                   "geometric-benefit", "machol-wien", "ties") for n in (300, 1200)]
+
+
+@pytest.mark.parametrize("layout", ["cluster-auto", "cluster-1", "cluster-2", "cluster-8", "device-memory"])
+@pytest.mark.parametrize("family, n", HARD_CASES, ids=[f"{a}-{b}" for a, b in HARD_CASES])
+def test_scaling_is_the_cpu_engine_bit_for_bit(family, n, layout, monkeypatch):
+    """The GPU runs the CPU's sequence of searches with the CPU's arithmetic: the same assignment
+    and the same duals, to the last bit, whether a search runs in one block or a cluster of 2 or 8
+    (each holding a slice of the columns in shared memory), or in one block working in device
+    memory (matrices too wide for shared memory)."""
+    from dlap.backends import gpu, gpu_kernels
+
+    if layout == "device-memory":
+        monkeypatch.setattr(gpu_kernels, "shared_launch", lambda kernel, nbytes, device_id: 0)
+    elif layout != "cluster-auto":
+        size = int(layout.split("-")[1])
+        if size not in gpu_kernels.cluster_sizes("scaling_phase"):
+            pytest.skip(f"no clusters of {size} blocks on this GPU")
+        monkeypatch.setattr(gpu, "SCALING_CLUSTER", size)
+    cost = generate.family(family, n, seed=n)
+    maximize = family in generate.MAXIMIZE
+    on_gpu = dlap.solve(cost, method="scaling", device="gpu", maximize=maximize)
+    on_cpu = dlap.solve(cost, method="scaling", device="cpu", maximize=maximize)
+    np.testing.assert_array_equal(on_gpu.col_ind, on_cpu.col_ind)
+    np.testing.assert_array_equal(on_gpu.col_duals, on_cpu.col_duals)
+    np.testing.assert_array_equal(on_gpu.row_duals, on_cpu.row_duals)
+    assert on_gpu.stats.phase_counts == on_cpu.stats.phase_counts
+
+
+@pytest.mark.parametrize("family, n", [(f, n) for f in ("geometric", "geometric-benefit", "machol-wien", "geometric-int")
+                                       for n in (2000, 5000)])
+def test_scaling_at_larger_sizes(family, n):
+    cost = generate.family(family, n, seed=1)
+    maximize = family in generate.MAXIMIZE
+    on_gpu = dlap.solve(cost, method="scaling", device="gpu", maximize=maximize)
+    on_cpu = dlap.solve(cost, method="scaling", device="cpu", maximize=maximize)
+    assert on_gpu.objective == on_cpu.objective  # the same searches: the same optimum, exactly
+    assert_valid(on_gpu, cost, maximize)
+
+
+def test_scaling_finds_an_infeasible_matrix_in_an_epsilon_phase():
+    """Rows 0 and 2 can only take column 0: a search of an ε-phase reaches no free column."""
+    cost = generate.geometric(600, seed=3)
+    cost[[0, 2], 1:] = np.inf
+    with pytest.raises(ValueError, match="cost matrix is infeasible"):
+        dlap.solve(cost, method="scaling", device="gpu")
+    with pytest.raises(ValueError, match="cost matrix is infeasible"):
+        dlap.solve(cost, method="scaling", device="cpu")
+
+
+def test_scaling_rectangular_on_the_gpu():
+    for shape in [(300, 420), (420, 300)]:
+        cost = generate.geometric(max(shape), seed=4, same_points=True)[: shape[0], : shape[1]]
+        for maximize in (False, True):
+            on_gpu = assert_same_optimum(cost, maximize, method="scaling", device="gpu")
+            on_cpu = dlap.solve(cost, maximize=maximize, method="scaling", device="cpu")
+            np.testing.assert_array_equal(on_gpu.col_duals, on_cpu.col_duals)
+
+
+@pytest.mark.parametrize("family", ["geometric", "geometric-benefit", "machol-wien", "geometric-disjoint"])
+def test_gpu_auto_hands_structured_costs_to_scaling(family):
+    cost = generate.family(family, 1500, seed=2)
+    result = dlap.solve(cost, maximize=family in generate.MAXIMIZE, device="gpu")
+    assert result.stats.method == "scaling"
+    assert_valid(result, cost, family in generate.MAXIMIZE)
+
+
+def test_gpu_auto_keeps_the_hybrid_for_uniform_costs():
+    result = dlap.solve(generate.uniform(3000, 10.0, seed=2), device="gpu")
+    assert result.stats.method == "hybrid"

@@ -1,8 +1,9 @@
 """Where the GPU solve's time goes: seconds per phase, iterations and paths per iteration (the
-paper's Fig. 3 and Table 2) for each method on the uniform instances of ANCHORS.md, each solve
-checked by its dual certificate.
+paper's Fig. 3 and Table 2) for each method on the uniform instances of ANCHORS.md or on other
+families, each solve checked by its dual certificate.
 
     python workflows/gpu_phases.py --n 5000 10000 20000 --f 0.1 1 10 --json out.jsonl
+    python workflows/gpu_phases.py --n 2000 10000 --families geometric geometric-benefit --methods auto scaling
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import cupy
 import numpy as np
 
 import dlap
-from dlap import generate
+from dlap import bench, generate
 
 
-def measure(cost: cupy.ndarray, method: str, label: dict) -> dict:
+def measure(cost: cupy.ndarray, method: str, label: dict, maximize: bool = False) -> dict:
     cupy.cuda.Device().synchronize()
     start = time.perf_counter()
-    result = dlap.solve(cost, method=method)
+    result = dlap.solve(cost, method=method, maximize=maximize)
     seconds = time.perf_counter() - start
     cert = result.verify()
     s = result.stats
@@ -39,19 +40,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[5000, 10000, 20000])
     ap.add_argument("--f", type=float, nargs="+", default=[0.1, 1.0, 10.0])
+    ap.add_argument("--families", nargs="+", help="family[:f] specs (default: uniform at each --f)")
     ap.add_argument("--methods", nargs="+", default=["hybrid", "tree", "classical"])
     ap.add_argument("--json", help="append one JSON line per solve to this file")
     args = ap.parse_args()
-    warm = cupy.asarray(generate.uniform(300, 1.0, seed=1))
-    for method in args.methods:
-        dlap.solve(warm, method=method)
+    cases = [bench.parse_family(spec) for spec in args.families] if args.families else [("uniform", f) for f in args.f]
+    for family, f in dict.fromkeys(cases):  # compile every kernel the methods use on these dtypes
+        warm = cupy.asarray(generate.family(family, 300, f, seed=1))
+        for method in args.methods:
+            dlap.solve(warm, method=method)
     for n in args.n:
-        for f in args.f:
-            cost = cupy.asarray(generate.uniform(n, f, seed=0))
+        for family, f in cases:
+            cost = cupy.asarray(generate.family(family, n, f, seed=0))
+            maximize = family in generate.MAXIMIZE
             for method in args.methods:
-                row = measure(cost, method, {"family": "uniform", "n": n, "f": f, "dtype": str(cost.dtype)})
+                label = {"family": family, "n": n, "f": f, "dtype": str(cost.dtype), "maximize": maximize}
+                row = measure(cost, method, label, maximize)
                 phases = " ".join(f"{k}={v:.3f}" for k, v in sorted(row["phase_seconds"].items(), key=lambda kv: -kv[1]))
-                print(f"n={n} f={f:g} {row['method']:9s} {row['seconds']:.3f} s optimal={row['optimal']} "
+                print(f"{family} n={n} f={f} {row['method']:9s} {row['seconds']:.3f} s optimal={row['optimal']} "
                       f"it={row['iterations']} init={row['initial_assignments']} duals={row['dual_updates']} "
                       f"counts={row['phase_counts']} | {phases}", flush=True)
                 if args.json:

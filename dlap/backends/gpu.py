@@ -13,6 +13,7 @@ matrix is used where it is, in its own dtype.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,19 @@ UPLOAD_THREADS = 8
 COLUMN_BAND_BLOCKS = 4096
 #: device memory per row or column for the solver state (duals, levels, slacks, indices, ARR)
 STATE_BYTES_PER_VERTEX = 128
+#: ε-scaling: shared memory per column of a search (prices, distances, its row's dual, its row,
+#: its predecessor, the completed flag) and of the greedy start (prices, taken flag), when it fits
+SCALING_SHARED_BYTES_PER_COLUMN = 8 + 8 + 8 + 4 + 4 + 1
+GREEDY_SHARED_BYTES_PER_COLUMN = 8 + 4
+#: row entries a search thread loads at once (scaling.cu's SCAN_BATCH)
+SCAN_BATCH = 10
+#: a search's columns per block of its cluster, at least (the cluster is the largest that keeps it).
+#: Measured on an H200 (workflows/results/scaling-gpu-*-profile.log): at n = 2000 one block scans a
+#: row as fast as a cluster of 4 (2.5 against 2.6 us per row: the cluster barrier costs what the
+#: narrower scan saves); at n = 10000 a cluster of 8 takes 3.5 us per row against 4.7 for one block
+SCALING_BLOCK_COLUMNS = 1250
+#: blocks per search cluster, forced (None: chosen by SCALING_BLOCK_COLUMNS)
+SCALING_CLUSTER: int | None = None
 
 
 @dataclass
@@ -54,6 +68,33 @@ class GPUState(HungarianState):
     band_arg: Any = None
     bands_ready: bool = False  # band_low/band_arg hold the raw column minima (from the upload)
     row_min_ready: bool = False  # u holds the raw row minima (from the upload)
+    scaling: Any = None  # the ε-scaling phases' search arrays (_ScalingBuffers), made on first use
+
+
+@dataclass
+class _ScalingBuffers:
+    """The ε-scaling searches' arrays, one entry per column: distances, the rows' duals, completed
+    flags and the scans' predecessors (used where shared memory is too small), the completed
+    columns' predecessors, the completed columns and their distances; the virtual rows' columns."""
+
+    dist: Any
+    col_u: Any
+    closed: Any
+    scan_pred: Any
+    pred: Any
+    done: Any
+    done_dist: Any
+    extra_match: Any
+
+    @classmethod
+    def allocate(cls, n_rows: int, n_cols: int) -> _ScalingBuffers:
+        require_device_memory(37 * n_cols + 4 * n_rows, f"the ε-scaling searches of a {n_rows} x {n_cols} matrix")
+        index = lambda: cupy.empty(n_cols, dtype=np.int32)  # noqa: E731 - one column array of indices
+        return cls(
+            dist=cupy.empty(n_cols), col_u=cupy.empty(n_cols), closed=cupy.empty(n_cols, dtype=np.uint8),
+            scan_pred=index(), pred=index(), done=index(), done_dist=cupy.empty(n_cols),
+            extra_match=cupy.full(max(1, n_cols - n_rows), -1, dtype=np.int32),
+        )
 
 
 def gpu_available() -> bool:
@@ -95,6 +136,31 @@ def _ordered(x: float) -> np.uint64:
 
 def _finite(x) -> bool:
     return bool(cupy.isfinite(x).all())
+
+
+def _search_threads(n_cols: int, limit: int = gk.PERSISTENT_BLOCK) -> int:
+    """Threads of a block scanning ``n_cols`` columns: enough that each loads its entries of a
+    row in one batch (scaling.cu's SCAN_BATCH), at most ``limit``: narrower matrices pay for fewer
+    warps at each barrier."""
+    return min(limit, max(32, -(-n_cols // (SCAN_BATCH * 32)) * 32))
+
+
+def _search_kernel(n_cols: int, dtype, device_id: int):
+    """(scaling_phase kernel, blocks per search cluster, threads per block, shared memory per
+    block): the largest cluster whose blocks keep SCALING_BLOCK_COLUMNS columns or more (or
+    SCALING_CLUSTER), 33 bytes of shared memory each; a cluster of one block, in device memory
+    if need be, where that does not fit."""
+    sizes = gk.cluster_sizes("scaling_phase")
+    cluster = SCALING_CLUSTER or max(c for c in sizes if c == 1 or n_cols // c >= SCALING_BLOCK_COLUMNS)
+    kernel = gk.kernel("scaling", "scaling_phase", dtype, cluster)
+    shared = gk.shared_launch(kernel, SCALING_SHARED_BYTES_PER_COLUMN * -(-n_cols // cluster), device_id)
+    if shared == 0 and cluster > 1:
+        cluster = 1
+        kernel = gk.kernel("scaling", "scaling_phase", dtype, cluster)
+        shared = gk.shared_launch(kernel, SCALING_SHARED_BYTES_PER_COLUMN * n_cols, device_id)
+    # scaling.cu's search_threads(cluster): 32 warps' slots a cluster, registers for a batch
+    limit = 512 if cluster == 1 else gk.PERSISTENT_BLOCK // cluster
+    return kernel, cluster, _search_threads(-(-n_cols // cluster), limit), shared
 
 
 class GPUBackend(Backend):
@@ -391,6 +457,88 @@ class GPUBackend(Backend):
             (gk.blocks(max(state.n_rows, state.n_cols)),), (gk.BLOCK,),
             (state.rows_q, state.row_level, state.forest_cols, state.col_level, state.ctl, state.u, state.v),
         )
+
+    # ---------------------------------------------------------------- ε-scaling (scaling.cu)
+
+    def price_initialisation(self, state):
+        n_rows, n_cols, dtype = state.n_rows, state.n_cols, state.cost.dtype
+        square = n_rows == n_cols
+        state.v.fill(0.0)
+        if square:
+            if not state.row_min_ready:
+                self._row_minimum(state, state.zeros_cols)  # u: the raw row minima
+            state.row_min_ready = state.bands_ready = False
+            if not _finite(state.u):
+                return None
+            n_bands = state.band_low.shape[0]
+            second = cupy.empty_like(state.band_low)
+            gk.kernel("scaling", "competition_bands", dtype)((gk.blocks(n_cols), n_bands), (gk.BLOCK,), (
+                state.cost, np.int32(n_rows), np.int32(n_cols), state.u, np.int32(state.band_rows),
+                state.band_low, second,
+            ))
+            gk.kernel("scaling", "competition_combine")((gk.blocks(n_cols),), (gk.BLOCK,), (
+                state.band_low, second, np.int32(n_bands), np.int32(n_cols), state.v,
+            ))
+            finite = cupy.isfinite(state.v)
+            top = float(state.v[finite].max()) if bool(finite.any()) else 0.0
+            state.v -= top
+            state.v[~finite] = 0.0  # a column with no finite entry
+        regret = cupy.empty(n_rows)
+        gk.kernel("scaling", "row_regret", dtype)((n_rows,), (gk.BLOCK,), (state.cost, np.int32(n_cols), state.v, regret))
+        order = cupy.argsort(-regret)  # stable: ties in row order, as on the CPU
+        picked = cupy.empty(n_rows, dtype=np.int32)
+        greedy = gk.kernel("scaling", "greedy_prices", dtype)
+        shared = gk.shared_launch(greedy, GREEDY_SHARED_BYTES_PER_COLUMN * n_cols, state.device_id)
+        greedy((1,), (_search_threads(n_cols),), (
+            state.cost, np.int32(n_rows), np.int32(n_cols), state.v, order, picked,
+            cupy.zeros(n_cols, dtype=np.int32), np.int32(square), np.int32(shared > 0),
+        ), shared_mem=shared)
+        self._row_minimum(state, state.v)
+        if not _finite(state.u):
+            return None
+        kept = picked >= 0
+        rows, cols = order[kept], picked[kept]
+        excess = state.cost[rows, cols].astype(np.float64) - state.v[cols] - state.u[rows]
+        return math.fsum(excess.get().tolist())
+
+    def _assign_rows(self, state, eps: float, reverse: bool, q_begin: int, q_end: int) -> bool:
+        """One launch of scaling_phase over the rows q_begin <= q < q_end (rows from n_rows on
+        are virtual); False when a row reached no free column."""
+        buffers = state.scaling
+        state.ctl[gk.CTL_STATUS] = 0
+        kernel, cluster, threads, shared = _search_kernel(state.n_cols, state.cost.dtype, state.device_id)
+        kernel((cluster,), (threads,), (
+            state.cost, np.int32(state.n_rows), np.int32(state.n_cols), state.v, np.float64(eps),
+            np.int32(bool(reverse)), np.int32(q_begin), np.int32(q_end), state.row_match, state.col_match,
+            buffers.extra_match, buffers.dist, buffers.col_u, buffers.closed, buffers.scan_pred, buffers.pred,
+            buffers.done, buffers.done_dist, np.int32(shared > 0), state.ctl,
+        ), shared_mem=shared)
+        return int(state.ctl[gk.CTL_STATUS]) == 0
+
+    def _reset_assignment(self, state) -> None:
+        if state.scaling is None:
+            state.scaling = _ScalingBuffers.allocate(state.n_rows, state.n_cols)
+        state.row_match.fill(-1)
+        state.col_match.fill(-1)
+        state.scaling.extra_match.fill(-1)
+
+    def scaling_phase(self, state, eps, reverse):
+        self._reset_assignment(state)
+        return self._assign_rows(state, eps, reverse, 0, state.n_rows)
+
+    def exact_phase(self, state):
+        self._reset_assignment(state)
+        if not self._assign_rows(state, 0.0, False, 0, state.n_rows):
+            return False
+        if state.n_cols > state.n_rows and not self._assign_rows(state, 0.0, False, state.n_rows, state.n_cols):
+            return False
+        cols = state.row_match
+        state.u[:] = state.cost[cupy.arange(state.n_rows), cols].astype(np.float64) - state.v[cols]
+        if state.n_cols > state.n_rows:
+            top = state.v.max()  # the unassigned columns' price: shift it to 0
+            state.v -= top
+            state.u += top
+        return True
 
     # ---------------------------------------------------------------- results
 

@@ -37,7 +37,11 @@ _TEMPLATES = {
     "tree": ("tree_scan",),
     "paths": (),
     "dgs": ("dgs_evaluate", "dgs_switch", "dgs_propose"),
+    "scaling": ("competition_bands", "row_regret", "greedy_prices", "scaling_phase"),
 }
+#: kernels templated on a cluster size too (thread block clusters need compute capability 9.0;
+#: below it only clusters of one block are instantiated)
+_CLUSTER_SIZES = {"scaling_phase": (1, 2, 4, 8)}
 #: modules whose kernels are launched cooperatively (CuPy sets this per module)
 _COOPERATIVE = {"forward"}
 #: threads per block of the ordinary kernels, and of the persistent (one block per SM) ones
@@ -50,19 +54,30 @@ def _source(name: str) -> str:
     return (folder / "common.cuh").read_text() + "\n" + (folder / f"{name}.cu").read_text()
 
 
+def cluster_sizes(name: str) -> tuple[int, ...]:
+    """The cluster sizes kernel ``name`` is instantiated for on the current device."""
+    sizes = _CLUSTER_SIZES.get(name, ())
+    return sizes if int(cupy.cuda.Device().compute_capability) >= 90 else sizes[:1]
+
+
 @functools.cache
 def _module(name: str) -> cupy.RawModule:
-    expressions = [f"{k}<{t}>" for k in _TEMPLATES[name] for t in _TYPES.values()]
+    expressions = [
+        f"{k}<{t}, {c}>" if k in _CLUSTER_SIZES else f"{k}<{t}>"
+        for k in _TEMPLATES[name] for t in _TYPES.values() for c in (cluster_sizes(k) or (None,))
+    ]
     return cupy.RawModule(
         code=_source(name), options=("-std=c++17",), name_expressions=expressions,
         enable_cooperative_groups=name in _COOPERATIVE,
     )
 
 
-def kernel(source: str, name: str, dtype=None):
-    """The kernel ``name`` of ``source``.cu, instantiated for the cost dtype if it is a template."""
-    expression = name if dtype is None else f"{name}<{_TYPES[np.dtype(dtype)]}>"
-    return _module(source).get_function(expression)
+def kernel(source: str, name: str, dtype=None, cluster: int | None = None):
+    """The kernel ``name`` of ``source``.cu, instantiated for the cost dtype if it is a template
+    (and for a cluster size, for the kernels of ``_CLUSTER_SIZES``)."""
+    args = [] if dtype is None else [_TYPES[np.dtype(dtype)]]
+    args += [] if cluster is None else [str(cluster)]
+    return _module(source).get_function(f"{name}<{', '.join(args)}>" if args else name)
 
 
 def blocks(n: int, block: int = BLOCK) -> int:
@@ -73,6 +88,23 @@ def blocks(n: int, block: int = BLOCK) -> int:
 @functools.cache
 def multiprocessors(device_id: int) -> int:
     return cupy.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
+
+
+@functools.cache
+def shared_memory_limit(device_id: int) -> int:
+    """Bytes of shared memory one block can have on this device (after opting in)."""
+    return cupy.cuda.runtime.getDeviceProperties(device_id)["sharedMemPerBlockOptin"]
+
+
+def shared_launch(kernel, nbytes: int, device_id: int) -> int:
+    """The dynamic shared memory to launch ``kernel`` with: ``nbytes`` where one block can have
+    them (raising the kernel's limit past the default 48 KB), else 0 (the kernel then works in
+    device memory)."""
+    if nbytes > shared_memory_limit(device_id) - 4096:  # leave room for the kernels' static shared memory
+        return 0
+    if nbytes > kernel.max_dynamic_shared_size_bytes:
+        kernel.max_dynamic_shared_size_bytes = nbytes
+    return nbytes
 
 
 def launch_forward(name: str, dtype, args, device_id: int) -> None:

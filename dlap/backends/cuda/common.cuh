@@ -22,8 +22,8 @@ enum {
     CTL_N_REV = 3,       // columns marked "reverse" (free columns reached)
     CTL_N_PATHS = 4,     // paths kept by the reverse pass
     CTL_STATUS = 5,      // 1: no finite edge leaves the forest (infeasible)
-    CTL_DUAL_UPDATES = 6,
-    CTL_SCANNED = 7,     // tree: rows scanned; classical: BFS levels
+    CTL_DUAL_UPDATES = 6,  // tree and classical: dual updates; ε-scaling: searches committed
+    CTL_SCANNED = 7,     // tree and ε-scaling: rows scanned; classical: BFS levels
     CTL_LEVEL = 8,       // tree: dual level reached (double bits)
     CTL_THETA = 9,       // classical dual update: theta (order-preserving bits)
     CTL_ROTATE = 10,     // three rotating slots: the tree's minimum slack (double bits), the BFS's level sizes

@@ -1,0 +1,70 @@
+"""Where a GPU ε-scaling search's time goes: clock cycles per part of a step, from scaling.cu built
+with -DDLAP_PROFILE (block 0's thread 0 adds up clock64() deltas in registers), for each cluster
+size, next to the solve's own phase times. This is how the search layout was chosen (README,
+"Hard instances").
+
+    python workflows/gpu_scaling_profile.py --cases geometric:2000 geometric:10000 --clusters 0 1 4 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import cupy
+
+import dlap
+from dlap import generate
+from dlap.backends import gpu
+from dlap.backends import gpu_kernels as gk
+
+PARTS = {0: "first_scan", 1: "rescan", 4: "agree", 5: "end_of_search"}
+
+
+def profiled_module() -> cupy.RawModule:
+    """scaling.cu with every kernel gpu_kernels instantiates, built with the profile counters."""
+    expressions = [
+        f"{k}<{t}, {c}>" if k in gk._CLUSTER_SIZES else f"{k}<{t}>"
+        for k in gk._TEMPLATES["scaling"] for t in gk._TYPES.values() for c in (gk.cluster_sizes(k) or (None,))
+    ]
+    return cupy.RawModule(code=gk._source("scaling"), options=("-std=c++17", "-DDLAP_PROFILE"), name_expressions=expressions)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", nargs="+", default=["geometric:2000", "geometric:10000", "geometric-benefit:10000"])
+    ap.add_argument("--clusters", type=int, nargs="+", default=[0], help="blocks per search (0: dlap's choice)")
+    args = ap.parse_args()
+    module = profiled_module()
+    plain = gk._module
+    gk._module = lambda name: module if name == "scaling" else plain(name)
+    counters = cupy.ndarray((8,), cupy.int64, module.get_global("dlap_profile"))
+    for case in args.cases:
+        family, n = case.split(":")
+        n = int(n)
+        cost = cupy.asarray(generate.family(family, n, seed=0))
+        maximize = family in generate.MAXIMIZE
+        for cluster in args.clusters:
+            gpu.SCALING_CLUSTER = cluster or None
+            dlap.solve(cost[:300, :300], method="scaling")  # compiled, and the buffers of a small solve
+            counters[:] = 0
+            cupy.cuda.Device().synchronize()
+            start = time.perf_counter()
+            result = dlap.solve(cost, method="scaling", maximize=maximize)
+            seconds = time.perf_counter() - start
+            cycles, stats = counters.get(), result.stats
+            scans, searches = stats.phase_counts["rows_scanned"], stats.iterations
+            _, used, threads, _ = gpu._search_kernel(n, cost.dtype, cupy.cuda.runtime.getDevice())
+            search_seconds = stats.phase_seconds.get("scaling_phase", 0.0) + stats.phase_seconds["exact_phase"]
+            print(f"{family} n={n} cluster={used} threads={threads} total={seconds:.3f}s "
+                  f"us/row-scan={search_seconds / scans * 1e6:.2f} scans={scans} searches={searches} "
+                  f"optimal={result.verify().optimal} phases={ {k: round(v, 3) for k, v in stats.phase_seconds.items()} }")
+            per = {0: searches, 1: scans - searches, 4: scans, 5: searches}
+            total = sum(cycles[k] for k in PARTS)
+            print("   " + "  ".join(f"{name}={cycles[k] / total:.0%} ({cycles[k] / max(per[k], 1):.0f} cycles each)"
+                                    for k, name in PARTS.items()), flush=True)
+        gpu.SCALING_CLUSTER = None
+
+
+if __name__ == "__main__":
+    main()

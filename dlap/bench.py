@@ -1,4 +1,4 @@
-"""Side-by-side timing of dlap's methods and the peers (scipy, lap) on the same instances.
+"""Side-by-side timing of dlap's methods and the peers (scipy, lap, lapx) on the same instances.
 
 Every solver gets the same host matrix; the timer runs from host matrix in to assignment out
 (``timing = "host"``). GPU solvers are also timed with the matrix already on the GPU
@@ -34,18 +34,40 @@ HYLAC_H200 = {
     (0.1, 20000): 0.329, (1.0, 20000): 0.449, (10.0, 20000): 0.952,
     (1.0, 40000): 1.625,
 }
+#: the fastest peer of ../shared/ANCHORS.md ("Side by side", one H200, 2026-11-22) on the hard
+#: families, (family, f, n) -> (seconds, peer): lap-solver (Guthe & Thuerck) with 16 OpenMP threads
+#: or its CUDA build, and HyLAC, none of which installs from a package index
+HARD_ANCHORS_H200 = {
+    ("geometric-int", None, 10000): (4.46, "lap-solver OMP"),
+    ("geometric", None, 5000): (1.32, "lap-solver OMP"),
+    ("geometric", None, 10000): (4.18, "lap-solver OMP"),
+    ("geometric-benefit", None, 2000): (0.44, "lap-solver OMP"),
+    ("geometric-benefit", None, 4000): (1.49, "lap-solver OMP"),
+    ("machol-wien", None, 1000): (46.0, "HyLAC"),
+    ("machol-wien", None, 2000): (0.037, "lap-solver OMP"),
+    ("ties", 4.0, 10000): (0.478, "lap-solver CUDA"),
+}
 #: ``dlap bench --device gpu``: the ANCHORS.md grid, then geometric and float instances
 GPU_CASES = [("uniform", f, n) for n in (5000, 10000, 20000) for f in (0.1, 1.0, 10.0)]
 GPU_CASES += [("uniform", 1.0, 40000)]
 GPU_CASES += [(fam, None, n) for fam in ("geometric", "float") for n in (5000, 10000, 20000)]
 GPU_SOLVERS = ["dlap-gpu", "dlap-gpu-tree", "dlap-gpu-classical", "lap", "scipy"]
 SLOW_SECONDS = 5.0
+#: ``dlap bench --suite hard``: structured costs (distances between point sets, benefit matrices,
+#: Machol-Wien, ties); sizes per device
+HARD_FAMILIES = [
+    "geometric", "geometric-int", "geometric-3d", "geometric-disjoint", "geometric-benefit",
+    "machol-wien", "ties:4",
+]
+HARD_SIZES = {"cpu": [500, 1000, 2000, 4000], "gpu": [1000, 2000, 5000, 10000, 20000]}
+HARD_SOLVERS = {"cpu": ["dlap", "scipy", "lap", "lapx"], "gpu": ["dlap-gpu", "scipy", "lap", "lapx"]}
 
 
 @dataclass(frozen=True)
 class Peer:
-    """A solver in the comparison: ``run(cost) -> objective``; ``place`` puts the matrix where the
-    timer starts (the host, or the GPU for ``timing = "device"``)."""
+    """A solver in the comparison: ``run(cost, maximize) -> objective``; ``place`` puts the matrix
+    where the timer starts (the host, or the GPU for ``timing = "device"``). A peer with no
+    ``maximize`` of its own (``negate``) gets the negated matrix, made before the timer starts."""
 
     name: str
     method: str
@@ -53,11 +75,12 @@ class Peer:
     run: object
     timing: str = "host"
     place: object = None
+    negate: bool = False
 
 
 def _dlap(method: str, device: str = "cpu", timing: str = "host") -> Peer:
-    def run(cost):
-        return solve(cost, method=method, device=device).objective
+    def run(cost, maximize=False):
+        return solve(cost, method=method, device=device, maximize=maximize).objective
 
     place = None
     if timing == "device":
@@ -71,24 +94,46 @@ def _dlap(method: str, device: str = "cpu", timing: str = "host") -> Peer:
 def _scipy() -> Peer:
     from scipy.optimize import linear_sum_assignment
 
-    def run(cost):
-        rows, cols = linear_sum_assignment(cost)
+    def run(cost, maximize=False):
+        rows, cols = linear_sum_assignment(cost, maximize=maximize)
         return cost[rows, cols].sum().item()
 
     return Peer("scipy", "lapjv-sp", "cpu", run)
 
 
-def _lap() -> Peer | None:
+def _lapjv_peer(name: str, module) -> Peer:
+    """A peer with lap's ``lapjv(cost, return_cost=False)`` (lap, and lapx, which installs a
+    module of the same name); it minimises only, so a maximisation gets the negated matrix."""
+
+    def run(cost, maximize=False):
+        x = module.lapjv(cost, return_cost=False)[0]
+        total = cost[np.arange(cost.shape[0]), x].sum().item()
+        return -total if maximize else total
+
+    return Peer(name, "lapjv", "cpu", run, negate=True)
+
+
+def _lapx():
+    """lapx installs itself as ``lap`` too, so the two cannot share a site-packages: lapx is
+    loaded from the folder ``DLAP_LAPX_DIR`` names (``pip install --target DIR lapx``) under the
+    name ``lapx``, or from the installed ``lap`` when that one is lapx (it has ``lapjvx``)."""
+    import importlib.util
+    import os
+    import sys
+
+    folder = os.environ.get("DLAP_LAPX_DIR")
+    if folder:
+        init = os.path.join(folder, "lap", "__init__.py")
+        spec = importlib.util.spec_from_file_location("lapx", init, submodule_search_locations=[os.path.dirname(init)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["lapx"] = module
+        spec.loader.exec_module(module)
+        return module
     try:
         import lap
     except ImportError:
         return None
-
-    def run(cost):
-        x = lap.lapjv(cost, return_cost=False)[0]
-        return cost[np.arange(cost.shape[0]), x].sum().item()
-
-    return Peer("lap", "lapjv", "cpu", run)
+    return lap if hasattr(lap, "lapjvx") else None
 
 
 def peers(names, timings=("host",)) -> list[Peer]:
@@ -106,15 +151,24 @@ def peers(names, timings=("host",)) -> list[Peer]:
             made.append(_dlap(name.removeprefix("dlap-")))
         elif name == "scipy":
             made.append(_scipy())
-        elif name == "lap":
-            peer = _lap()
-            if peer is None:
-                print("lap is not installed (pip install lap): skipped")
+        elif name in ("lap", "lapx"):
+            module = _lapx() if name == "lapx" else _import_lap()
+            if module is None:
+                print(f"{name} is not installed (pip install {name}; lapx: see DLAP_LAPX_DIR): skipped")
                 continue
-            made.append(peer)
+            made.append(_lapjv_peer(name, module))
         else:
             raise ValueError(f"unknown solver {name!r}")
     return made
+
+
+def _import_lap():
+    """gatagat's lap, or None (also when the installed ``lap`` is lapx's)."""
+    try:
+        import lap
+    except ImportError:
+        return None
+    return None if hasattr(lap, "lapjvx") else lap
 
 
 def parse_family(spec: str) -> tuple[str, float | None]:
@@ -141,8 +195,11 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
     """Run the cases ``(family, f, n)``; write JSON lines to ``out`` (a path) as they come; return
     the records."""
     solvers = peers(solver_names, timings)
+    warmups = [generate.uniform(WARMUP_N, 1.0, seed=1), generate.uniform_float(WARMUP_N, seed=1)]
+    # every engine method="auto" picks on these families, compiled before any timing
+    warmups += [generate.family(name, WARMUP_N, f) for name, f in dict.fromkeys((c[0], c[1]) for c in cases)]
     for peer in solvers:
-        for warm in (generate.uniform(WARMUP_N, 1.0, seed=1), generate.uniform_float(WARMUP_N, seed=1)):
+        for warm in warmups:
             peer.run(peer.place(warm) if peer.place else warm)
     records = []
     largest = {}  # (peer, family, f) -> (n, seconds) of the largest instance a CPU peer solved
@@ -150,6 +207,7 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
     try:
         for name, f, n in cases:
             cost = generate.family(name, n, f, seed=seed)
+            maximize = name in generate.MAXIMIZE
             reference = None
             for peer in solvers:
                 seen = largest.get((peer.name, name, f))
@@ -157,11 +215,12 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
                 if expected > peer_budget:
                     echo(f"{name} n={n} {peer.name}: skipped (about {expected:.0f} s)")
                     continue
-                placed = peer.place(cost) if peer.place else cost
+                placed = -cost if maximize and peer.negate else cost
+                placed = peer.place(placed) if peer.place else placed
                 times, objective = [], None
                 for _ in range(repeat):
                     start = time.perf_counter()
-                    objective = peer.run(placed)
+                    objective = peer.run(placed, maximize)
                     times.append(time.perf_counter() - start)
                     if times[-1] > SLOW_SECONDS:
                         break
@@ -171,7 +230,7 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
                 reference = objective if reference is None else reference
                 record = {
                     "solver": peer.name, "method": peer.method, "device": peer.device,
-                    "family": name, "n": n, "f": f, "dtype": str(cost.dtype),
+                    "family": name, "n": n, "f": f, "dtype": str(cost.dtype), "maximize": maximize,
                     "seconds": statistics.median(times), "objective": objective,
                     "timing": peer.timing, "repeat": times, "agrees": _close(objective, reference),
                     "host": platform.node(),
@@ -194,33 +253,37 @@ def _label(record) -> str:
     return record["solver"] + (" (on GPU)" if record.get("timing") == "device" else "")
 
 
-def _hylac(family, f, n):
-    return HYLAC_H200.get((f, n)) if family == "uniform" else None
+def _anchor(family, f, n):
+    """(seconds, peer) of the fastest peer ANCHORS.md lists for this instance on one H200, or None."""
+    if family == "uniform":
+        return (HYLAC_H200[(f, n)], "HyLAC hybrid") if (f, n) in HYLAC_H200 else None
+    return HARD_ANCHORS_H200.get((family, f, n))
 
 
 def table(records) -> str:
     """Markdown table: one row per instance, median seconds per solver, dlap's ratios to peers
-    (and to HyLAC hybrid's ANCHORS.md time where the instance is on the ANCHORS grid)."""
+    (and to the fastest peer's ANCHORS.md time where the instance is in ANCHORS.md)."""
     solvers = list(dict.fromkeys(_label(r) for r in records))
     keys = list(dict.fromkeys((r["family"], r["f"], r["n"]) for r in records))
     dlap_name = next((s for s in solvers if s.startswith("dlap")), None)
-    ratio_to = [s for s in ("lap", "scipy") if s in solvers and dlap_name]
-    anchors = any(_hylac(*k) for k in keys)
-    head = ["family", "n"] + solvers + (["HyLAC hybrid (ANCHORS)"] if anchors else [])
-    head += [f"{dlap_name} / {p}" for p in ratio_to + (["HyLAC"] if anchors else [])] + ["same optimum"]
+    ratio_to = [s for s in ("lap", "lapx", "scipy") if s in solvers and dlap_name]
+    # ANCHORS.md's times are one H200's: a column for GPU runs only
+    anchors = any(r["device"] == "gpu" for r in records) and any(_anchor(*k) for k in keys)
+    head = ["family", "n"] + solvers + (["best peer (ANCHORS.md)"] if anchors else [])
+    head += [f"{dlap_name} / {p}" for p in ratio_to + (["best peer"] if anchors else [])] + ["same optimum"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for family, f, n in keys:
         cell = {_label(r): r for r in records if (r["family"], r["f"], r["n"]) == (family, f, n)}
-        label = family if f is None else f"{family} f={f:g}"
+        label = family if f is None else f"{family} {'levels' if family == 'ties' else 'f'}={f:g}"
         row = [label, str(n)] + [f"{cell[s]['seconds']:.3f}" if s in cell else "" for s in solvers]
-        hylac = _hylac(family, f, n)
+        anchor = _anchor(family, f, n)
         if anchors:
-            row.append(f"{hylac:.3f}" if hylac else "")
+            row.append(f"{anchor[0]:.3f} ({anchor[1]})" if anchor else "")
         mine = cell[dlap_name]["seconds"] if dlap_name in cell else None
         for p in ratio_to:
             row.append(f"{mine / cell[p]['seconds']:.2f}" if mine and p in cell else "")
         if anchors:
-            row.append(f"{mine / hylac:.2f}" if mine and hylac else "")
+            row.append(f"{mine / anchor[0]:.2f}" if mine and anchor else "")
         row.append("yes" if all(r["agrees"] for r in cell.values()) else "NO")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

@@ -72,12 +72,15 @@ def write_matrix(path: str, matrix: np.ndarray) -> None:
         raise SystemExit(f"dlap: unsupported output format {p.suffix!r} (use .npy, .csv or .zarr)")
 
 
-def _instance(args) -> tuple[np.ndarray, str]:
+def _instance(args) -> tuple[np.ndarray, str, bool]:
+    """The matrix, its label, and whether to maximise (``--maximize``, or a generated family
+    whose question is a maximum: GEOM benefit)."""
     if args.input:
-        return read_matrix(args.input), args.input
+        return read_matrix(args.input), args.input, args.maximize
     cost = generate.family(args.family, args.n, args.f, seed=args.seed)
     label = f"{args.family}" + (f" f={args.f:g}" if args.f is not None else "")
-    return cost, f"{label} n={args.n} seed={args.seed}"
+    maximize = args.maximize or args.family in generate.MAXIMIZE
+    return cost, f"{label} n={args.n} seed={args.seed}" + (", maximised" if maximize else ""), maximize
 
 
 def _report(result, label: str, seconds: float, as_json: bool) -> dict:
@@ -115,10 +118,10 @@ def _report(result, label: str, seconds: float, as_json: bool) -> dict:
 def cmd_solve(args) -> int:
     if args.scheduler or args.workers:
         return _solve_distributed(args)
-    cost, label = _instance(args)
+    cost, label, maximize = _instance(args)
     start = time.perf_counter()
     dgs = {"time_limit": args.time_limit, "start": args.start, "switching": args.switching} if args.method == "dgs" else {}
-    result = solve(cost, maximize=args.maximize, method=args.method, device=args.device, progress=True, **dgs)
+    result = solve(cost, maximize=maximize, method=args.method, device=args.device, progress=True, **dgs)
     seconds = time.perf_counter() - start
     info = _report(result, label, seconds, args.json)
     if args.out:
@@ -145,6 +148,7 @@ def _solve_distributed(args) -> int:
     method = "classical" if args.method == "auto" else args.method
     if method not in dd.METHODS:
         raise SystemExit(f"dlap: the Dask engine runs {' or '.join(dd.METHODS)}, not {args.method!r}")
+    maximize = args.maximize
     if args.input and args.input.endswith(".zarr"):
         cost, label = args.input, args.input
     elif not args.input and args.family == "uniform":
@@ -152,10 +156,10 @@ def _solve_distributed(args) -> int:
         cost = generate.uniform_dask(args.n, f, seed=args.seed, gpu=dd.cluster.gpus_visible() > 0 and not args.scheduler)
         label = f"uniform f={f:g} n={args.n} seed={args.seed} (counter-based, generated on the workers)"
     else:
-        matrix, label = _instance(args)
+        matrix, label, maximize = _instance(args)
         cost = da.from_array(matrix)
     start = time.perf_counter()
-    result = dd.solve(cost, method=method, maximize=args.maximize, scheduler=args.scheduler,
+    result = dd.solve(cost, method=method, maximize=maximize, scheduler=args.scheduler,
                       n_workers=args.workers, protocol=args.protocol, progress=True)
     info = _report(result, label, time.perf_counter() - start, args.json)
     if args.out:
@@ -195,11 +199,14 @@ def cmd_bench(args) -> int:
     from . import bench
 
     gpu = args.device == "gpu"
-    if args.n is None and args.families is None and gpu:
-        cases = bench.GPU_CASES
+    if args.suite == "hard":
+        cases = bench.grid(args.n or bench.HARD_SIZES[args.device], args.families or bench.HARD_FAMILIES)
+        solvers = args.solvers or bench.HARD_SOLVERS[args.device]
+    elif args.n is None and args.families is None and gpu:
+        cases, solvers = bench.GPU_CASES, args.solvers or bench.GPU_SOLVERS
     else:
         cases = bench.grid(args.n or [1000, 2000, 4000], args.families or ["uniform:1", "uniform:10", "float"])
-    solvers = args.solvers or (bench.GPU_SOLVERS if gpu else ["dlap", "lap", "scipy"])
+        solvers = args.solvers or (bench.GPU_SOLVERS if gpu else ["dlap", "lap", "scipy"])
     records = bench.run(
         cases, solvers, repeat=args.repeat, seed=args.seed, out=args.json,
         timings=("host", "device") if gpu else ("host",), peer_budget=args.peer_budget,
@@ -274,13 +281,18 @@ def parser() -> argparse.ArgumentParser:
                         "timed from the host and from the GPU, against lap and scipy")
     p.add_argument("--method", choices=("exact", "dgs"), default="exact",
                    help="dgs: Deep Greedy Switching against dlap's exact solver (gaps, deadlines)")
+    p.add_argument("--suite", choices=("grid", "hard"), default="grid",
+                   help="hard: structured costs (geometric, geometric-int, -3d, -disjoint, -benefit, "
+                        "machol-wien, ties:4) at n = 500 to 4000 on the CPU, 1000 to 20000 on the GPU, "
+                        "against scipy, lap and lapx")
     p.add_argument("--n", type=int, nargs="+", help="sizes (default 1000 2000 4000; dgs: 1000 to 20000)")
     p.add_argument("--families", nargs="+",
                    help="family[:f], e.g. uniform:0.1 geometric machol-wien ties (default uniform:1 uniform:10 float); "
                         "dgs: geometric-benefit geometric uniform")
     p.add_argument("--solvers", nargs="+",
-                   help="dlap, dlap-tree, dlap-classical, dlap-hybrid, dlap-gpu, dlap-gpu-tree, "
-                        "dlap-gpu-classical, dlap-gpu-hybrid, scipy, lap")
+                   help="dlap, dlap-tree, dlap-classical, dlap-hybrid, dlap-scaling, dlap-gpu, dlap-gpu-tree, "
+                        "dlap-gpu-classical, dlap-gpu-hybrid, dlap-gpu-scaling, scipy, lap, lapx "
+                        "(lapx from the folder DLAP_LAPX_DIR when lap is installed too)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--peer-budget", type=float, default=60.0,

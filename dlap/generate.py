@@ -5,7 +5,9 @@
 - :func:`uniform_float`: i.i.d. floats in ``[0, 1)``.
 - :func:`geometric`: Euclidean distances between two sets of random points in ``[0, scale]^2``
   (the GEOM family of the DGS paper, Roverso et al.; Bus & Tvrdik). ``same_points=True`` gives the
-  distances within one set, the benefit matrix the DGS paper maximises.
+  distances within one set, the benefit matrix the DGS paper maximises; ``dim=3`` points in 3-D.
+- :func:`geometric_int`: the same, points in ``[0, 10000]^2``, distances rounded to integers.
+- :func:`geometric_disjoint`: two point sets in shifted clouds, no row near any column.
 - :func:`machol_wien`: ``c_ij = i * j`` (1-based), a classic hard instance with many ties.
 - :func:`ties`: integers from a handful of values: almost every entry ties with many others.
 """
@@ -36,20 +38,46 @@ def uniform_float(n: int, *, m: int | None = None, seed: int = 0, dtype="float64
 
 def geometric(
     n: int, *, m: int | None = None, scale: float = 1000.0, seed: int = 0, same_points=False,
-    dtype="float64",
+    dim: int = 2, dtype="float64",
 ):
-    """Euclidean distances between random points in ``[0, scale]^2``.
+    """Euclidean distances between random points in ``[0, scale]^dim``.
 
     Rows are one set of points and columns another (``same_points=True``: the same set, so the
     diagonal is 0 and the matrix is symmetric).
     """
     n_rows, n_cols = _shape(n, m)
     rng = np.random.default_rng(seed)
-    rows = rng.random((n_rows, 2)) * scale
-    cols = rows[:n_cols] if same_points and n_cols <= n_rows else rng.random((n_cols, 2)) * scale
-    out = np.empty((n_rows, n_cols), dtype=np.dtype(dtype))
-    step = max(1, (1 << 22) // max(n_cols, 1))  # bounded temporaries for large n
-    for start in range(0, n_rows, step):
+    rows = rng.random((n_rows, dim)) * scale
+    cols = rows[:n_cols] if same_points and n_cols <= n_rows else rng.random((n_cols, dim)) * scale
+    return _distances(rows, cols, dtype)
+
+
+def geometric_int(n: int, *, m: int | None = None, scale: float = 10000.0, seed: int = 0, same_points=False):
+    """:func:`geometric` with points in ``[0, scale]^2`` and distances rounded to the nearest
+    integer (int32): the integer GEOM instances the GPU solvers' papers use."""
+    return np.rint(geometric(n, m=m, scale=scale, seed=seed, same_points=same_points)).astype(np.int32)
+
+
+def geometric_disjoint(n: int, *, m: int | None = None, scale: float = 1000.0, seed: int = 0, dtype="float64"):
+    """Two point sets in shifted clouds (after lap-solver's ``geometric_disjoint``, Guthe & Thuerck
+    2021): half the rows in ``[0, 1]^2`` and half in ``[1, 2]^2``, half the columns in
+    ``[1, 2] x [0, 1]`` and half in ``[0, 1] x [1, 2]`` (times ``scale / 2``). No row has a column
+    in its own cloud, so many rows compete for the columns along the clouds' shared edges."""
+    n_rows, n_cols = _shape(n, m)
+    rng = np.random.default_rng(seed)
+    rows = rng.random((n_rows, 2))
+    cols = rng.random((n_cols, 2))
+    rows[n_rows // 2 :] += 1.0
+    cols[: n_cols // 2, 0] += 1.0
+    cols[n_cols // 2 :, 1] += 1.0
+    return _distances(rows * (scale / 2), cols * (scale / 2), dtype)
+
+
+def _distances(rows, cols, dtype):
+    """``|rows[i] - cols[j]|`` as a matrix of ``dtype``, in row blocks (bounded temporaries)."""
+    out = np.empty((rows.shape[0], cols.shape[0]), dtype=np.dtype(dtype))
+    step = max(1, (1 << 22) // max(cols.shape[0], 1))
+    for start in range(0, rows.shape[0], step):
         diff = rows[start : start + step, None, :] - cols[None, :, :]
         out[start : start + step] = np.sqrt((diff * diff).sum(axis=2))
     return out
@@ -69,14 +97,22 @@ def ties(n: int, *, m: int | None = None, levels: int = 3, seed: int = 0, dtype=
     return np.random.default_rng(seed).integers(0, levels, size=shape, dtype=np.dtype(dtype))
 
 
-#: family name -> generator(n, f, seed); what the CLI and the benchmark accept
+#: family name -> generator(n, f, seed); what the CLI and the benchmark accept. ``f`` is the
+#: cost range factor of ``uniform`` and the number of values of ``ties`` (default 3).
 FAMILIES = {
     "uniform": lambda n, f=1.0, seed=0: uniform(n, f, seed=seed),
     "float": lambda n, f=None, seed=0: uniform_float(n, seed=seed),
     "geometric": lambda n, f=None, seed=0: geometric(n, seed=seed),
+    "geometric-int": lambda n, f=None, seed=0: geometric_int(n, seed=seed),
+    "geometric-3d": lambda n, f=None, seed=0: geometric(n, seed=seed, dim=3),
+    "geometric-disjoint": lambda n, f=None, seed=0: geometric_disjoint(n, seed=seed),
+    "geometric-benefit": lambda n, f=None, seed=0: geometric(n, seed=seed, same_points=True),
     "machol-wien": lambda n, f=None, seed=0: machol_wien(n),
-    "ties": lambda n, f=None, seed=0: ties(n, seed=seed),
+    "ties": lambda n, f=None, seed=0: ties(n, levels=int(f) if f else 3, seed=seed),
 }
+#: families whose question is a maximum (the benchmark and ``dlap solve --family`` maximise them):
+#: GEOM benefit, distances within one point set, as the DGS paper poses it
+MAXIMIZE = frozenset({"geometric-benefit"})
 
 
 def family(name: str, n: int, f: float | None = None, seed: int = 0):

@@ -92,6 +92,40 @@ def test_bench_writes_json_records_and_a_table(tmp_path, capsys):
     assert "| uniform f=1 | 60 |" in table and "dlap-auto / lap" in table
 
 
+def test_bench_hard_suite_maximises_benefit_and_agrees(tmp_path, capsys, monkeypatch):
+    """--suite hard: the structured families, a benefit matrix maximised by every solver (lap
+    gets the negated matrix), the same optimum everywhere, no ANCHORS.md column on a CPU run."""
+    monkeypatch.delenv("DLAP_LAPX_DIR", raising=False)
+    out = tmp_path / "hard.jsonl"
+    assert run("bench", "--suite", "hard", "--n", "40", "--solvers", "dlap", "dlap-scaling", "scipy", "lap",
+               "--repeat", "1", "--json", str(out)) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    families = {r["family"] for r in records}
+    assert families == {"geometric", "geometric-int", "geometric-3d", "geometric-disjoint", "geometric-benefit",
+                        "machol-wien", "ties"}
+    assert all(r["agrees"] for r in records)
+    benefit = [r for r in records if r["family"] == "geometric-benefit"]
+    assert all(r["maximize"] for r in benefit) and len({round(r["objective"], 6) for r in benefit}) == 1
+    cost = generate.geometric(40, seed=0, same_points=True)
+    from scipy.optimize import linear_sum_assignment
+
+    r, c = linear_sum_assignment(cost, maximize=True)
+    assert benefit[0]["objective"] == pytest.approx(cost[r, c].sum(), rel=1e-12)
+    table = capsys.readouterr().out
+    assert "| ties levels=4 | 40 |" in table and "ANCHORS" not in table
+
+
+def test_solve_a_benefit_family_maximises_it(capsys):
+    assert run("solve", "--family", "geometric-benefit", "--n", "70", "--json") == 0
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    cost = generate.geometric(70, seed=0, same_points=True)
+    from scipy.optimize import linear_sum_assignment
+
+    r, c = linear_sum_assignment(cost, maximize=True)
+    assert info["optimal"] and info["objective"] == pytest.approx(cost[r, c].sum(), rel=1e-12)
+    assert "maximised" in info["instance"]
+
+
 def test_console_script_entry_point():
     done = subprocess.run([sys.executable, "-m", "dlap", "demo", "--n", "100", "--json"],
                           capture_output=True, text=True, check=True)

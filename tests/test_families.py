@@ -10,7 +10,8 @@ from .helpers import assert_same_optimum
 
 FAMILY_CASES = [
     ("uniform", 0.1), ("uniform", 1.0), ("uniform", 10.0), ("float", None), ("geometric", None),
-    ("machol-wien", None), ("ties", None),
+    ("geometric-int", None), ("geometric-3d", None), ("geometric-disjoint", None),
+    ("geometric-benefit", None), ("machol-wien", None), ("ties", None), ("ties", 4.0),
 ]
 
 
@@ -19,7 +20,7 @@ FAMILY_CASES = [
 @pytest.mark.parametrize("options", CONFIGS)
 def test_family_agrees_with_scipy(family, f, n, options):
     cost = generate.family(family, n, f, seed=n)
-    assert_same_optimum(cost, **options)
+    assert_same_optimum(cost, family in generate.MAXIMIZE, **options)
 
 
 @pytest.mark.parametrize("n", [400])
@@ -44,6 +45,16 @@ def test_generators_are_seeded_and_shaped():
     assert set(np.unique(generate.ties(40, levels=3))) <= {0, 1, 2}
     f = generate.uniform_float(30, seed=2)
     assert f.dtype == np.float64 and 0 <= f.min() and f.max() < 1
+    # the hard families: rounded distances, 3-D points, shifted clouds, a benefit matrix
+    gi = generate.geometric_int(40, seed=1)
+    assert gi.dtype == np.int32 and gi.max() <= 14143
+    np.testing.assert_array_equal(gi, np.rint(generate.geometric(40, seed=1, scale=10000)))
+    assert generate.geometric(20, dim=3, seed=1).shape == (20, 20)
+    d = generate.geometric_disjoint(40, seed=1)
+    assert d.shape == (40, 40) and d.min() > 0  # no column in a row's own cloud
+    np.testing.assert_array_equal(generate.family("geometric-benefit", 30), generate.geometric(30, same_points=True))
+    assert generate.MAXIMIZE == {"geometric-benefit"}
+    assert set(np.unique(generate.family("ties", 200, 4))) == {0, 1, 2, 3}
 
 
 def test_unknown_family_and_bad_sizes():

@@ -172,7 +172,10 @@ def _wait(client, futures, workers, abort) -> None:
             return
         cancelled = [f for f in futures if f.status == "cancelled"]
         if cancelled:
-            failure = RuntimeError(f"dlap: task {cancelled[0].key} was cancelled during the solve")
+            # the scheduler also cancels the task of a rank whose worker it has removed (seen in
+            # CI under load): then the dead worker is the cause
+            failure = _worker_lost(client, workers) or RuntimeError(
+                f"dlap: task {cancelled[0].key} was cancelled during the solve")
             break
         if time.perf_counter() >= next_check:
             failure = _worker_lost(client, workers)
@@ -189,6 +192,7 @@ def _wait(client, futures, workers, abort) -> None:
         while time.perf_counter() < deadline and not isinstance(failure, WorkerLostError):
             failure = _worker_lost(client, workers) or failure
             time.sleep(POLL)
+    failure = _worker_lost(client, workers) or failure  # a worker that died meanwhile is the cause
     if not isinstance(failure, WorkerLostError):  # the first real cause, not a rank's echo of it
         causes = [f.exception() for f in futures if f.status == "error"]
         failure = next((e for e in causes if not isinstance(e, CommAborted)), failure)

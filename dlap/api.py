@@ -212,7 +212,7 @@ def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress)
             variant = "hybrid" if gpu else choose_method(problem)
             solve_auto(backend, state, stats, variant, roots=roots, progress=callback)
         elif method == "scaling":
-            solve_scaling(backend, state, stats, progress=callback)
+            solve_scaling(backend, state, stats, progress=callback, roots=roots)
         elif method == "classical":
             solve_classical(backend, state, stats, init=init, progress=callback)
         elif method == "hybrid":

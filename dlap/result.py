@@ -187,6 +187,18 @@ class Assignment:
         )
 
 
+def row_minima(c, v):
+    """``min_j (c_ij - v_j)`` for every row of ``c`` (NumPy or CuPy, in float64), a block of rows
+    at a time so that no n x m temporary is made: the row duals that make the column duals ``v``
+    feasible, whose sum with ``v``'s bounds the optimum from below."""
+    xp = array_module(c)
+    out = xp.empty(c.shape[0])
+    step = max(1, _BLOCK_ELEMENTS // max(c.shape[1], 1))
+    for start in range(0, c.shape[0], step):
+        out[start : start + step] = (c[start : start + step].astype(np.float64) - v[None, :]).min(axis=1)
+    return out
+
+
 def _max0(x) -> float:
     """max(0, largest entry of x) for NumPy and CuPy arrays (CuPy's max has no ``initial``)."""
     return max(0.0, float(x.max())) if x.size else 0.0

@@ -161,3 +161,31 @@ def test_scaling_state_is_shared_with_the_backend_interface():
     solve_scaling(backend, state, stats)
     assert sorted(state.row_match.tolist()) == list(range(50))
     assert (state.col_match[state.row_match] == np.arange(50)).all()
+
+
+def test_prices_do_not_drift_below_the_costs():
+    """Found by hypothesis: ε-phases had lowered every price to -16385, where 0 and 1e-12 tie in
+    c - v, and the exact phase returned 5e-12 for an optimum of 4e-12. Prices are shifted back
+    after each ε-phase."""
+    cost = np.full((5, 5), 1e-12)
+    cost[0, 3] = 0.0
+    cost[3, 2], cost[4, 2] = 1.0, 8379.0
+    result = assert_same_optimum(cost, method="scaling")
+    assert result.objective == 4e-12
+    assert abs(result.col_duals).max() < 10
+
+
+def test_a_float_answer_that_cannot_prove_itself_is_solved_again():
+    """Found by hypothesis: costs of 1e-12 beside -884737 (maximised) leave the ε-phases' prices
+    at the 1e4 scale, where c - v rounds the small costs away and the exact phase returned 2e-12
+    for an optimum of 3e-12. The answer does not prove itself at the costs' precision, so the
+    tree variant solves the matrix again."""
+    cost = np.array([[0.0, 1e-12, 1e-12], [0.0, 1e-12, -8.84737e5], [1e-12, 1e-12, 1e-12]])
+    result = assert_same_optimum(cost, True, method="scaling")
+    assert result.objective == 3e-12
+    assert result.stats.method == "tree" and result.stats.phase_counts["scaling_imprecise"] == 1
+    # the hard families' answers prove themselves: no second solve
+    for family in ("geometric", "geometric-benefit"):
+        stats = dlap.solve(generate.family(family, 300, seed=2), maximize=family in generate.MAXIMIZE,
+                           method="scaling").stats
+        assert stats.method == "scaling" and "scaling_imprecise" not in stats.phase_counts

@@ -71,6 +71,6 @@ def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", 
             run_tree(backend, state, stats, phase, report, roots)
     except _HandOver:
         stats.phase_counts["handover_iteration"] = stats.iterations
-        solve_scaling(backend, state, stats, progress)
+        solve_scaling(backend, state, stats, progress, roots)
         return
     report(0, final=True)

@@ -24,6 +24,12 @@ This driver finds such prices in three steps, each a backend primitive:
    how short its searches are. A rectangular matrix gets virtual rows of zero costs, which hold the
    unassigned columns and give them the dual the rectangular problem's certificate needs.
 
+That holds in real arithmetic. With float costs the prices can end far larger than the costs that
+decide the optimum (1e-12 beside 1e6: the ε-phases work at the large costs' scale), and ``c - v``
+then rounds those costs away. So a float answer must prove itself at the precision of the costs it
+sums (:func:`proves_itself`); where it cannot, the tree variant solves the matrix again from
+Jonker-Volgenant initialisation (``stats.method == "tree"``, ``phase_counts["scaling_imprecise"]``).
+
 ``stats.iterations`` counts the searches (one augmenting path each),
 ``phase_counts["rows_scanned"]`` the row scans, ``phase_counts["scaling_phase"]`` the ε-phases.
 """
@@ -32,14 +38,19 @@ from __future__ import annotations
 
 import math
 
-from ..problem import InfeasibleError
-from ..result import Stats
-from .phases import PhaseTimer, Progress
+import numpy as np
+
+from ..problem import InfeasibleError, array_module
+from ..result import Stats, row_minima
+from .phases import PhaseTimer, Progress, drive
+from .tree import run_tree
 
 #: θ: ε is divided by this between ε-phases
 SCALING_FACTOR = 6.0
 #: the last ε-phase runs at no less than this fraction of ε₀ / n (then the exact phase)
 FINAL_EPSILON_FRACTION = 1 / 16
+#: float costs: the answer's gap to its prices' dual bound, at most this fraction of the costs summed
+PRECISION_RTOL = 1e-9
 
 
 def epsilon_schedule(excess: float, n_rows: int, integer: bool) -> list[float]:
@@ -62,6 +73,14 @@ def epsilon_schedule(excess: float, n_rows: int, integer: bool) -> list[float]:
     return schedule
 
 
+def normalise_prices(state) -> None:
+    """Shift the prices so that the largest is 0. An ε-phase lowers every price it touches, by
+    ε at least, so all of them drift down together; a shift changes no reduced-cost difference,
+    but prices far below the costs would leave ``c - v`` without the costs' low digits (found by
+    hypothesis: costs of 0 and 1e-12 tied once every price had drifted to -16385)."""
+    state.v -= state.v.max()
+
+
 def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
     """Steps 1-3 on ``state``: leaves the optimal assignment and its duals."""
     counted = backend.counters(state)  # what a variant counted before a hand-over
@@ -74,6 +93,7 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
         with phase("scaling_phase"):
             # alternate the row order: the rows that came last in one phase come first in the next
             feasible = backend.scaling_phase(state, eps, reverse=k % 2 == 0)
+            normalise_prices(state)
         if not feasible:
             raise InfeasibleError()
     with phase("exact_phase"):
@@ -84,11 +104,33 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
     stats.iterations, stats.phase_counts["rows_scanned"] = searches, rows_scanned
 
 
-def solve_scaling(backend, state, stats: Stats, progress=None) -> None:
-    """Run the ε-scaling engine to optimality on ``state`` (mutated in place). Progress is
-    reported when the solve ends (every phase reassigns all rows, so no count of matched rows
-    grows during it)."""
+def proves_itself(state) -> bool:
+    """Whether the assignment in ``state`` closes its gap to the dual bound of its prices,
+    ``sum_i min_j (c_ij - v_j) + sum_j v_j``, within ``PRECISION_RTOL`` of the costs it sums,
+    counting the rounding of every ``c_ij - v_j`` against it (a few ulps of the duals: prices far
+    above the costs cannot prove an answer about them). The sums are exact (``math.fsum``), and
+    the tolerance does not grow with the prices, as the certificate's does."""
+    xp = array_module(state.cost)
+    matched = state.cost[xp.arange(state.n_rows), state.row_match].astype(np.float64)
+    row_duals = row_minima(state.cost, state.v)
+    primal = math.fsum(matched.tolist())
+    bound = math.fsum(row_duals.tolist()) + math.fsum(state.v.tolist())
+    rounding = 4 * np.finfo(np.float64).eps * (float(abs(row_duals).sum()) + float(abs(state.v).sum()))
+    return abs(primal - bound) + rounding <= PRECISION_RTOL * math.fsum(abs(matched).tolist())
+
+
+def solve_scaling(backend, state, stats: Stats, progress=None, roots: str = "auto") -> None:
+    """Run the ε-scaling engine to optimality on ``state`` (mutated in place); for float costs
+    whose answer does not prove itself, the tree variant (with ``roots``) from JV initialisation.
+    Progress is reported when the solve ends (every phase reassigns all rows, so no count of
+    matched rows grows during it)."""
     stats.method = "scaling"
     stats.init = "prices"
     scaling_iterations(backend, state, stats, PhaseTimer(stats, backend, state))
+    if state.cost.dtype.kind == "f" and not proves_itself(state):
+        stats.phase_counts["scaling_imprecise"] = 1
+        state.row_match.fill(-1)
+        state.col_match.fill(-1)
+        drive(backend, state, stats, "tree", "jv", progress, lambda *args: run_tree(*args, roots))
+        return
     Progress(progress, state.n_rows)(0, final=True)

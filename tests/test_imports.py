@@ -11,3 +11,24 @@ def test_import_dlap_imports_no_heavy_dependency():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_numba_caches_outside_the_installed_package(tmp_path):
+    """The compiled CPU kernels are cached in the user's cache folder: files left inside the
+    package survived `pip uninstall` and shadowed a later editable install (`import dlap` had no
+    `solve` after the README's two commands ran in one venv)."""
+    from pathlib import Path
+
+    import dlap
+
+    package = Path(dlap.__file__).parent
+    code = (
+        "import numba, dlap, numpy as np; dlap.solve(np.arange(16.0).reshape(4, 4), device='cpu');"
+        "print(numba.config.CACHE_DIR)"
+    )
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == str(tmp_path / "dlap" / "numba")
+    assert list((tmp_path / "dlap" / "numba").rglob("*.nbi")), "no kernel was cached there"
+    assert not Path(out.stdout.strip()).is_relative_to(package)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from . import numba_cache  # noqa: F401 - caches in the user's cache folder, not the package
+
 from ..dgs.primitives import SwitchingPrimitives
 from ..dgs.state import DGSState
 

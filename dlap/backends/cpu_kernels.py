@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from . import numba_cache  # noqa: F401 - caches in the user's cache folder, not the package
+
 INF = np.inf
 _COLUMN_BLOCK = 256  # columns per task in column-wise reductions (row-major friendly)
 

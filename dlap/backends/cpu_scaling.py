@@ -29,6 +29,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from . import numba_cache  # noqa: F401 - caches in the user's cache folder, not the package
+
 from .cpu_kernels import _COLUMN_BLOCK, _min_slack, row_reduction
 
 INF = np.inf

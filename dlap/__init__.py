@@ -6,6 +6,7 @@
 from .api import linear_sum_assignment, solve
 from .problem import InfeasibleError
 from .result import Assignment, Certificate, Stats
+from .threads import get_num_threads, set_num_threads
 
 __version__ = "0.1.0"
 
@@ -14,7 +15,9 @@ __all__ = [
     "Certificate",
     "InfeasibleError",
     "Stats",
+    "get_num_threads",
     "linear_sum_assignment",
+    "set_num_threads",
     "solve",
     "__version__",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -138,11 +139,14 @@ def solve(
     if problem.matrix.size == 0:
         row_match, u, v = np.empty(0, dtype=np.int64), np.zeros(problem.n_rows), np.zeros(problem.n_cols)
         stats.method = method
-    elif method == "dgs":
-        deadline = started + (np.inf if time_limit is None else time_limit)
-        row_match, u, v = _run_dgs(backend, problem, stats, deadline, start=start, seed=seed, switching=switching)
     else:
-        row_match, u, v = _run(backend, problem, stats, method, init, roots, progress)
+        with _host_threads(backend, problem) as threads:
+            stats.threads = threads or 0
+            if method == "dgs":
+                deadline = started + (np.inf if time_limit is None else time_limit)
+                row_match, u, v = _run_dgs(backend, problem, stats, deadline, start=start, seed=seed, switching=switching)
+            else:
+                row_match, u, v = _run(backend, problem, stats, method, init, roots, progress)
     result = _assignment(problem, row_match, u, v, stats)
     if method == "dgs":
         result.heuristic = True
@@ -187,6 +191,15 @@ def choose_device(cost, device: str) -> str:
     if size is None:
         size = np.size(cost)
     return "gpu" if size >= GPU_MIN_ENTRIES and gpu_available() else "cpu"
+
+
+def _host_threads(backend, problem: Problem):
+    """The CPU's thread count for this solve (:mod:`dlap.threads`: one for small problems)."""
+    if backend.device != "cpu":
+        return contextlib.nullcontext()
+    from .threads import solve_threads
+
+    return solve_threads(problem.matrix.size)
 
 
 def _backend(device: str):

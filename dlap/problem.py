@@ -104,18 +104,22 @@ def array_module(x):
 def as_cost_array(cost) -> np.ndarray:
     """Return ``cost`` as a 2-D array the way scipy reads it (no copy when possible).
 
-    CuPy arrays stay CuPy arrays; anything else becomes a NumPy array.
+    CuPy arrays stay CuPy arrays; anything else becomes a NumPy array. As in scipy, an array's
+    dtype must cast safely to float64 (strings, objects, complex: ``TypeError``), while nested
+    sequences are converted entry by entry (``[["1.5"]]`` is 1.5, ``[["a"]]`` raises float()'s
+    ``ValueError``).
     """
-    arr = cost if is_device_array(cost) else np.asarray(cost)
+    if is_device_array(cost) or isinstance(cost, np.ndarray):
+        arr = cost if is_device_array(cost) else np.asarray(cost)
+    else:
+        arr = np.asarray(cost)
+        if arr.dtype.kind not in "biuf":
+            arr = np.asarray(cost, dtype=np.float64)
     if arr.dtype.kind not in "biuf":
-        # scipy's own wording: it attempts a safe cast to float64 and reports its failure.
-        if arr.dtype.kind in "SU":
-            arr = arr.astype(np.float64)  # raises "could not convert string to float: ..."
-        else:
-            raise TypeError(
-                f"Cannot cast array data from dtype({str(arr.dtype)!r}) to dtype('float64') "
-                "according to the rule 'safe'"
-            )
+        raise TypeError(
+            f"Cannot cast array data from {arr.dtype!r} to dtype('float64') "
+            "according to the rule 'safe'"
+        )
     if arr.ndim != 2:
         raise ValueError(MSG_NOT_2D.format(ndim=arr.ndim))
     return arr

@@ -40,6 +40,7 @@ class Stats:
     paths_per_iteration: list = field(default_factory=list)
     switches: int = 0  # DGS: 2-exchanges applied
     time_limit_reached: bool = False  # DGS: stopped by its time limit, not by convergence
+    threads: int = 0  # CPU threads the kernels ran on (dlap.threads); 0 on a GPU
 
     def add(self, phase: str, seconds: float, count: int = 1) -> None:
         self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + seconds
@@ -59,6 +60,7 @@ class Stats:
             "paths_per_iteration": [int(p) for p in self.paths_per_iteration],
             "switches": self.switches,
             "time_limit_reached": self.time_limit_reached,
+            "threads": self.threads,
         }
 
 

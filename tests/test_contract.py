@@ -21,7 +21,17 @@ BAD_INPUTS = [
     (np.array([[1, 2]], dtype=object), TypeError, "Cannot cast array data"),
     (np.array([[1 + 1j]]), TypeError, "Cannot cast array data"),
     ([["a"]], ValueError, "could not convert string to float"),
+    # an array's dtype must cast safely; a list's entries are converted one by one (scipy 1.17)
+    (np.identity(3).astype(str), TypeError, r"Cannot cast array data from dtype\('<U32'\)"),
+    (np.ones((2, 2), dtype=object), TypeError, r"Cannot cast array data from dtype\('O'\)"),
+    ([[1 + 1j]], TypeError, "float\\(\\) argument must be"),
+    ([[None, 1.0]], ValueError, "matrix contains invalid numeric entries"),
 ]
+
+
+def test_a_list_of_numeric_strings_is_read_as_numbers_like_scipy():
+    cost = [["1.5", "2"], ["3", "0.25"]]
+    assert [c.tolist() for c in dlap.linear_sum_assignment(cost)] == [c.tolist() for c in scipy_lsa(cost)]
 
 
 @pytest.mark.parametrize("cost, error, message", BAD_INPUTS)

@@ -90,6 +90,15 @@ def test_generated_on_workers(client, method, shape):
     assert result.stats.phase_counts["ranks"] == 3
 
 
+def test_a_rank_runs_on_its_workers_threads(client):
+    """Three single-threaded worker processes on this host: each rank's kernels run on one thread,
+    not on a team of every core per rank, even for a slab above the serial size."""
+    n = 1800  # 3 slabs of 1.08M entries: above dlap.threads.SERIAL_MAX_ENTRIES
+    result = dd.solve(uniform_dask(n, 10, seed=4, chunks=(n // 3, n)), client, method="classical")
+    assert result.stats.threads == 1
+    assert result.verify().optimal
+
+
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("family", ["geometric", "machol-wien", "ties", "float"])
 def test_families(client, method, family):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import numba_cache  # noqa: F401 - caches in the user's cache folder, not the package
+from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
 
 INF = np.inf
 _COLUMN_BLOCK = 256  # columns per task in column-wise reductions (row-major friendly)
@@ -106,13 +106,15 @@ def initial_assignment(C, u, v, row_match, col_match, tol_scale):
 def jv_assignment_from_minima(C, v, argmin, row_match, col_match):
     """Jonker & Volgenant (1987) column reduction and reduction transfer, after ``column_reduction``.
 
-    Each column goes to the row holding its minimum when that row is still free (last column
-    first, as JV); a row that got exactly one column transfers its second-smallest reduced cost
-    to that column's dual, which keeps every dual feasible (v only decreases).
+    Each column goes to the row holding its minimum when that row is still free; a row that got
+    exactly one column transfers its second-smallest reduced cost to that column's dual, which
+    keeps every dual feasible (v only decreases). Columns are taken first column first (JV scan
+    from the last; either order is exact): with ties to the first row in ``argmin`` and to the
+    first free column in ARR, a constant matrix gets the identity, as from scipy (its issue 11602).
     """
     n_rows, n_cols = C.shape
     count = np.zeros(n_rows, dtype=np.int64)
-    for j in range(n_cols - 1, -1, -1):
+    for j in range(n_cols):
         i = argmin[j]
         if count[i] == 0:
             row_match[i] = j

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import numba_cache  # noqa: F401 - caches in the user's cache folder, not the package
+from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
 
 from .cpu_kernels import _COLUMN_BLOCK, _min_slack, row_reduction
 

@@ -302,10 +302,10 @@ class GPUBackend(Backend):
             if not _finite(state.v):
                 return False  # a column of forbidden entries only
             count = cupy.zeros(n_rows, dtype=np.int32)
-            last_col = cupy.full(n_rows, -1, dtype=np.int32)
-            gk.kernel("reduction", "jv_claim_minima")((gk.blocks(n_cols),), (gk.BLOCK,), (argmin, np.int32(n_cols), count, last_col))
+            first_col = cupy.full(n_rows, n_cols, dtype=np.int32)
+            gk.kernel("reduction", "jv_claim_minima")((gk.blocks(n_cols),), (gk.BLOCK,), (argmin, np.int32(n_cols), count, first_col))
             gk.kernel("reduction", "jv_assign_minima")(
-                (gk.blocks(n_rows),), (gk.BLOCK,), (np.int32(n_rows), count, last_col, state.row_match, state.col_match)
+                (gk.blocks(n_rows),), (gk.BLOCK,), (np.int32(n_rows), count, first_col, state.row_match, state.col_match)
             )
             transfer = cupy.full(n_rows, np.inf)
             gk.kernel("reduction", "jv_reduction_transfer", state.cost.dtype)(

@@ -24,6 +24,7 @@ single-device backend's own primitives, run on a state with no matrix (``allocat
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -403,6 +404,17 @@ def _backend(slab):
     return CPUBackend()
 
 
+def _host_threads(slab, worker):
+    """A CPU rank's kernels run on its worker's threads (``threads_per_worker``, 1 in clusters
+    that :func:`~dlap.distributed.cluster.start_cluster` starts), not on every core of the host:
+    one rank per core must not start a thread team per rank. Small slabs run on one thread."""
+    if is_device_array(slab):
+        return contextlib.nullcontext()
+    from ..threads import solve_threads
+
+    return solve_threads(slab.size, limit=worker.state.nthreads)
+
+
 def _progress_events(worker, spec: RankSpec):
     """Rank 0's progress hook: a worker event on the solve's topic (the client shows it)."""
     if spec.rank != 0 or not spec.progress_topic:
@@ -426,7 +438,8 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
     solve, and return rank 0's :class:`RankResult` (the others return their timings)."""
     from distributed import get_worker
 
-    report = _progress_events(get_worker(), spec)
+    worker = get_worker()
+    report = _progress_events(worker, spec)
     if is_device_array(slab):
         import cupy
 
@@ -438,8 +451,10 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
         comm.allreduce(_array_module(slab).zeros(1), "sum")  # NCCL connects on its first collective
         started = time.perf_counter()
         solver = DistributedSolver(_backend(slab), slab, spec, comm, report)
-        solver.solve()
-        certificate = solver.certificate_terms()
+        with _host_threads(slab, worker) as threads:
+            solver.stats.threads = threads or 0
+            solver.solve()
+            certificate = solver.certificate_terms()
         seconds = time.perf_counter() - started
         if spec.rank != 0:
             return {"rank": spec.rank, "seconds": seconds, "communication": comm.seconds}

@@ -90,21 +90,21 @@ __global__ void initial_assignment(const T* C, int n_rows, int n_cols, const dou
     }
 }
 
-// JV column reduction, assignment: each row holding the minimum of some columns takes the last
-// of them (JV scans columns from the last), as the CPU backend does.
-extern "C" __global__ void jv_claim_minima(const int* argmin, int n_cols, int* count, int* last_col) {
+// JV column reduction, assignment: each row holding the minimum of some columns takes the first
+// of them, as the CPU backend does (a constant matrix gets the identity, as from scipy).
+extern "C" __global__ void jv_claim_minima(const int* argmin, int n_cols, int* count, int* first_col) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= n_cols || argmin[j] < 0) return;
     atomicAdd(&count[argmin[j]], 1);
-    atomicMax(&last_col[argmin[j]], j);
+    atomicMin(&first_col[argmin[j]], j);
 }
 
-extern "C" __global__ void jv_assign_minima(int n_rows, const int* count, const int* last_col,
+extern "C" __global__ void jv_assign_minima(int n_rows, const int* count, const int* first_col,
                                             int* row_match, int* col_match) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_rows || count[i] == 0) return;
-    row_match[i] = last_col[i];
-    col_match[last_col[i]] = i;
+    row_match[i] = first_col[i];
+    col_match[first_col[i]] = i;
 }
 
 // JV reduction transfer: a row that got exactly one column moves its second-smallest reduced

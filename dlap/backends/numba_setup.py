@@ -1,0 +1,44 @@
+"""Numba's settings for dlap's CPU kernels: where it caches them, and how its threads wait.
+
+Every module with Numba kernels imports this one first, so both settings are in place before a
+kernel is compiled or a thread team is started.
+
+**Cache folder.** With ``cache=True`` Numba writes its cache next to a module's source by default,
+that is inside ``site-packages/dlap``. Those files are no part of what pip installed, so
+``pip uninstall`` (or the reinstall that ``pip install -e .`` makes after ``pip install .``) leaves
+them behind in a ``dlap/`` folder without ``__init__.py``, which then shadows the editable
+install: ``import dlap`` found no ``solve``. The cache goes to the user's cache folder instead. A
+user's own choice (``NUMBA_CACHE_DIR``) stands; where the folder cannot be written, Numba falls
+back to its defaults. Numba has one cache folder per process, so other ``cache=True`` functions
+compiled after ``import dlap`` are cached there too (each under a path named after its source file,
+so nothing collides); set ``NUMBA_CACHE_DIR`` to keep them elsewhere.
+
+**Wait policy.** Numba's OpenMP thread team busy-waits between parallel regions by default. On a
+machine whose cores other processes use, a region then waits for team threads the scheduler has
+put aside: on this project's 2-core machine with two busy processes, a solve of n = 2000 took
+178 ms on a spinning team against 63 ms on one thread
+(``workflows/results/threads-cpu-20261122.txt``). A passive policy lets
+idle team threads sleep (76 ms there). ``OMP_WAIT_POLICY`` is read when the OpenMP runtime starts,
+so it is set here, unless the user set it, before any kernel runs; a runtime another library
+started earlier in the process keeps its own policy. Small problems run on one thread anyway
+(:mod:`dlap.threads`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numba
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/dlap/numba``, or ``~/.cache/dlap/numba``."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "dlap" / "numba"
+
+
+if not numba.config.CACHE_DIR:
+    numba.config.CACHE_DIR = str(cache_dir())
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

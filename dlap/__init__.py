@@ -4,6 +4,7 @@
 """
 
 from .api import linear_sum_assignment, solve
+from .dgs.loading import load_dgs_kernels
 from .problem import InfeasibleError
 from .result import Assignment, Certificate, Stats
 from .threads import get_num_threads, set_num_threads
@@ -17,6 +18,7 @@ __all__ = [
     "Stats",
     "get_num_threads",
     "linear_sum_assignment",
+    "load_dgs_kernels",
     "set_num_threads",
     "solve",
     "__version__",

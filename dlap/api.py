@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 
 import numpy as np
@@ -15,6 +16,7 @@ METHODS = ("auto", "classical", "tree", "hybrid", "scaling", "dgs")
 DEVICES = ("auto", "cpu", "gpu")
 INITS = ("auto", "jv", "reduction")
 ROOTS = ("auto", "all", "one")
+MSG_NO_GPU = "device='gpu' needs CuPy and a CUDA GPU (pip install 'dlap[gpu]'); none is visible"
 
 
 def linear_sum_assignment(cost, maximize: bool = False, **options):
@@ -134,19 +136,18 @@ def solve(
     if device == "cpu" and is_device_array(cost):
         cost = cost.get()  # the CPU solves a host copy; results go back to the caller's GPU
     problem = prepare(cost, maximize)
-    backend = _backend(device)
-    stats = Stats(device=backend.device)
+    stats = Stats(device=device)
     if problem.matrix.size == 0:
         row_match, u, v = np.empty(0, dtype=np.int64), np.zeros(problem.n_rows), np.zeros(problem.n_cols)
         stats.method = method
+    elif method == "dgs":
+        deadline = started + (np.inf if time_limit is None else time_limit)
+        row_match, u, v = _solve_dgs(device, problem, stats, deadline, start=start, seed=seed, switching=switching)
     else:
+        backend = _backend(device)
         with _host_threads(backend, problem) as threads:
             stats.threads = threads or 0
-            if method == "dgs":
-                deadline = started + (np.inf if time_limit is None else time_limit)
-                row_match, u, v = _run_dgs(backend, problem, stats, deadline, start=start, seed=seed, switching=switching)
-            else:
-                row_match, u, v = _run(backend, problem, stats, method, init, roots, progress)
+            row_match, u, v = _run(backend, problem, stats, method, init, roots, progress)
     result = _assignment(problem, row_match, u, v, stats)
     if method == "dgs":
         result.heuristic = True
@@ -166,8 +167,10 @@ def _check_choice(name: str, value, allowed) -> None:
 GPU_MIN_ENTRIES = 512 * 512
 
 
+@functools.cache
 def gpu_available() -> bool:
-    """Whether CuPy is installed and sees a CUDA GPU."""
+    """Whether CuPy is installed and sees a CUDA GPU (asked once: a failed import of CuPy costs
+    milliseconds each time, which a DGS deadline would pay)."""
     try:
         from .backends.gpu import gpu_available as visible
     except ImportError:
@@ -179,9 +182,7 @@ def choose_device(cost, device: str) -> str:
     """The device a solve runs on (see :func:`solve`'s ``device``)."""
     if device == "gpu":
         if not gpu_available():
-            raise RuntimeError(
-                "device='gpu' needs CuPy and a CUDA GPU (pip install 'dlap[gpu]'); none is visible"
-            )
+            raise RuntimeError(MSG_NO_GPU)
         return "gpu"
     if device == "cpu":
         return "cpu"
@@ -235,6 +236,51 @@ def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress)
     if problem.on_device:
         return backend.to_device(state)
     return backend.to_host(state)
+
+
+def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **options):
+    """Deep Greedy Switching within ``deadline``, the first call of a process included: where the
+    device's kernels for this matrix are not loaded, the start is made in NumPy and is the answer
+    unless there is time to load them (:mod:`dlap.dgs.loading`)."""
+    from .dgs import loading
+
+    initial = None
+    if deadline < np.inf and not loading.kernels_ready(device, problem.matrix):
+        with _phase_seconds(stats, "host_start"):
+            initial, u, v = loading.host_start(problem, deadline)
+        left = deadline - time.perf_counter()
+        complete = bool((initial >= 0).all())  # else forbidden pairs: only the device's repair finishes it
+        if left < loading.LOAD_MIN_SECONDS and complete:
+            loading.warn_not_loaded(device, problem.matrix)
+            stats.method, stats.time_limit_reached = "dgs", True
+            return _on_device(problem, initial, u, v)
+        loader = loading.load_in_background(device, problem.matrix)
+        if not loader.wait(left * (1 - loading.WAKE_MARGIN)) and complete:
+            stats.method, stats.time_limit_reached = "dgs", True
+            return _on_device(problem, initial, u, v)
+        loader.wait(np.inf)
+    backend = _backend(device)
+    with _host_threads(backend, problem) as threads:
+        stats.threads = threads or 0
+        solution = _run_dgs(backend, problem, stats, deadline, initial=initial, **options)
+    loading.mark_loaded(device, problem.matrix)  # what this solve did not run loads in milliseconds
+    return solution
+
+
+def _on_device(problem: Problem, *arrays):
+    """Host arrays, moved to the GPU when the caller's matrix is there."""
+    if not problem.on_device:
+        return arrays
+    import cupy
+
+    return tuple(cupy.asarray(a) for a in arrays)
+
+
+@contextlib.contextmanager
+def _phase_seconds(stats: Stats, phase: str):
+    started = time.perf_counter()
+    yield
+    stats.add(phase, time.perf_counter() - started)
 
 
 def _run_dgs(backend, problem: Problem, stats: Stats, deadline: float, **options):

@@ -150,7 +150,10 @@ def peers(names, timings=("host",)) -> list[Peer]:
         elif name.startswith("dlap-"):
             made.append(_dlap(name.removeprefix("dlap-")))
         elif name == "scipy":
-            made.append(_scipy())
+            try:
+                made.append(_scipy())
+            except ImportError:
+                print("scipy is not installed (pip install scipy): skipped")
         elif name in ("lap", "lapx"):
             module = _lapx() if name == "lapx" else _import_lap()
             if module is None:
@@ -289,7 +292,7 @@ def table(records) -> str:
     return "\n".join(lines)
 
 
-def plot(records, path: str) -> None:
+def plot(records, file) -> None:
     """PNG: seconds against n per uniform cost range, dlap's GPU solvers (both timings), the CPU
     peers and HyLAC hybrid's ANCHORS.md times."""
     import matplotlib
@@ -313,4 +316,4 @@ def plot(records, path: str) -> None:
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(file, dpi=120, format="png")

@@ -1,4 +1,9 @@
-"""The ``dlap`` command: solve, generate, demo, bench."""
+"""The ``dlap`` command: solve, generate, demo, bench.
+
+Exit status: 0 done (and, for an exact method, proved optimal); 1 a solve whose certificate does
+not prove it optimal; 2 an error, reported on one line (``DLAP_TRACEBACK=1`` shows the
+traceback); 130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
@@ -6,81 +11,37 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
-from . import generate
+from . import __version__, generate
 from .api import METHODS, solve
 from .dgs import STARTS, SWITCHINGS
+from .files import (
+    MATRIX_FORMATS, SOLUTION_FORMATS, FileError, check_writable, read_matrix, write_file, write_matrix,
+    write_solution,
+)
 
 DEMO_N = 2000
 #: the demo's warm-up instance: large enough that every phase runs, so all kernels are compiled
 DEMO_WARMUP_N = 100
+#: seconds ``--scheduler`` waits for the scheduler to answer (Dask's default is 30)
+CONNECT_TIMEOUT = "10s"
+#: the errors the command reports on one line: bad input, a missing device or extra, a file,
+#: a cluster that cannot be reached or lost a worker
+USER_ERRORS = (ValueError, TypeError, RuntimeError, MemoryError, OSError, ImportError)
 
 
-def read_matrix(path: str) -> np.ndarray:
-    """A cost matrix from ``.npy``, ``.csv`` or a Zarr store (directory)."""
-    p = Path(path)
-    if not p.exists():
-        raise SystemExit(f"dlap: no such file: {path}")
-    if p.is_dir() or p.suffix == ".zarr":
-        try:
-            import zarr
-        except ImportError:
-            raise SystemExit("dlap: reading Zarr needs zarr: pip install 'dlap[distributed]'") from None
-        return np.asarray(zarr.open_array(str(p), mode="r")[...])
-    if p.suffix == ".npy":
-        return np.load(p, mmap_mode="r")
-    if p.suffix == ".csv":
-        return np.loadtxt(p, delimiter=",", ndmin=2)
-    raise SystemExit(f"dlap: unsupported matrix format {p.suffix!r} (use .npy, .csv or .zarr)")
-
-
-def write_atomically(path: str, write) -> None:
-    """Call ``write(tmp_path)`` then move the file into place, so a failure leaves nothing half-written."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=target.suffix)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
-def write_matrix(path: str, matrix: np.ndarray) -> None:
-    p = Path(path)
-    if p.suffix == ".npy":
-        write_atomically(path, lambda tmp: np.save(tmp, matrix))
-    elif p.suffix == ".csv":
-        fmt = "%d" if matrix.dtype.kind in "iub" else "%.17g"
-        write_atomically(path, lambda tmp: np.savetxt(tmp, matrix, delimiter=",", fmt=fmt))
-    elif p.suffix == ".zarr":
-        try:
-            import zarr
-        except ImportError:
-            raise SystemExit("dlap: writing Zarr needs zarr: pip install 'dlap[distributed]'") from None
-        chunk = (max(1, min(matrix.shape[0], 4096)), max(1, min(matrix.shape[1], 4096)))
-        z = zarr.open_array(str(p), mode="w", shape=matrix.shape, chunks=chunk, dtype=matrix.dtype)
-        z[...] = matrix
-    else:
-        raise SystemExit(f"dlap: unsupported output format {p.suffix!r} (use .npy, .csv or .zarr)")
-
-
-def _instance(args) -> tuple[np.ndarray, str, bool]:
+def _instance(args) -> tuple:
     """The matrix, its label, and whether to maximise (``--maximize``, or a generated family
     whose question is a maximum: GEOM benefit)."""
     if args.input:
         return read_matrix(args.input), args.input, args.maximize
-    cost = generate.family(args.family, args.n, args.f, seed=args.seed)
+    cost = generate.family(args.family, args.n, args.f, seed=args.seed, m=args.m)
     label = f"{args.family}" + (f" f={args.f:g}" if args.f is not None else "")
+    size = f"n={args.n}" + (f" m={args.m}" if args.m is not None else "")
     maximize = args.maximize or args.family in generate.MAXIMIZE
-    return cost, f"{label} n={args.n} seed={args.seed}" + (", maximised" if maximize else ""), maximize
+    return cost, f"{label} {size} seed={args.seed}" + (", maximised" if maximize else ""), maximize
 
 
 def _report(result, label: str, seconds: float, as_json: bool) -> dict:
@@ -115,69 +76,96 @@ def _report(result, label: str, seconds: float, as_json: bool) -> dict:
     return info
 
 
+def _dgs_options(args) -> dict:
+    """``--time-limit``, ``--start``, ``--switching``: options of method dgs, refused with another."""
+    given = {k: v for k, v in (("time_limit", args.time_limit), ("start", args.start), ("switching", args.switching))
+             if v is not None}
+    if args.method != "dgs":
+        if given:
+            flags = " and ".join("--" + k.replace("_", "-") for k in given)
+            verb = "is an option" if len(given) == 1 else "are options"
+            raise ValueError(f"{flags} {verb} of --method dgs (the exact methods run to the optimum)")
+        return {}
+    return {"start": "greedy", "switching": "parallel", **given}
+
+
 def cmd_solve(args) -> int:
+    if args.out:
+        check_writable(args.out, SOLUTION_FORMATS, "--out")
+    dgs = _dgs_options(args)
     if args.scheduler or args.workers:
         return _solve_distributed(args)
     cost, label, maximize = _instance(args)
+    if dgs.get("time_limit") is not None:
+        _load_dgs_kernels(cost, args)
     start = time.perf_counter()
-    dgs = {"time_limit": args.time_limit, "start": args.start, "switching": args.switching} if args.method == "dgs" else {}
     result = solve(cost, maximize=maximize, method=args.method, device=args.device, progress=True, **dgs)
     seconds = time.perf_counter() - start
     info = _report(result, label, seconds, args.json)
     if args.out:
-        write_atomically(
-            args.out,
-            lambda tmp: np.savez(
-                tmp, row_ind=result.row_ind, col_ind=result.col_ind,
-                row_duals=result.row_duals, col_duals=result.col_duals,
-            ),
-        )
+        write_solution(args.out, result)
     return 0 if info["optimal"] or result.heuristic else 1  # a heuristic claims no optimality
 
 
+def _load_dgs_kernels(cost, args) -> None:
+    """Before the clock of a solve with a deadline starts: DGS's kernels for this matrix (a fresh
+    process would otherwise spend the deadline loading them and answer with its start)."""
+    from . import load_dgs_kernels
+    from .api import choose_device
+
+    start = time.perf_counter()
+    load_dgs_kernels(cost.dtype, choose_device(cost, args.device))
+    if not args.json and time.perf_counter() - start > 0.5:
+        print(f"(loaded the DGS kernels in {time.perf_counter() - start:.1f} s, before the deadline's clock)")
+
+
 def _solve_distributed(args) -> int:
-    """``dlap solve --scheduler ADDRESS`` / ``--workers N``: the Dask engine. A Zarr input is read
-    by the workers; a generated uniform instance is generated on them; other inputs are loaded
-    here and scattered."""
+    """``dlap solve --scheduler ADDRESS`` / ``--workers N``: the Dask engine, on the matrix the
+    same arguments solve without them. A Zarr input is read by the workers; family
+    ``uniform-counter`` is generated on them; other inputs are made here and scattered."""
     try:
+        import dask
         import dask.array as da
 
         from . import distributed as dd
     except ImportError:
-        raise SystemExit("dlap: --scheduler/--workers need the Dask engine: pip install 'dlap[distributed]'") from None
+        raise ImportError("--scheduler/--workers need the Dask engine: pip install 'dlap[distributed]'") from None
     method = "classical" if args.method == "auto" else args.method
     if method not in dd.METHODS:
-        raise SystemExit(f"dlap: the Dask engine runs {' or '.join(dd.METHODS)}, not {args.method!r}")
+        raise ValueError(f"the Dask engine runs --method {' or '.join(dd.METHODS)}, not {args.method!r}")
     maximize = args.maximize
-    if args.input and args.input.endswith(".zarr"):
+    if args.input and Path(args.input).suffix == ".zarr":
         cost, label = args.input, args.input
-    elif not args.input and args.family == "uniform":
+    elif not args.input and args.family == "uniform-counter":
         f = 1.0 if args.f is None else args.f
-        cost = generate.uniform_dask(args.n, f, seed=args.seed, gpu=dd.cluster.gpus_visible() > 0 and not args.scheduler)
-        label = f"uniform f={f:g} n={args.n} seed={args.seed} (counter-based, generated on the workers)"
+        gpu = args.device == "gpu" or (args.device == "auto" and not args.scheduler and dd.cluster.gpus_visible() > 0)
+        cost = generate.uniform_dask(args.n, f, m=args.m, seed=args.seed, gpu=gpu)
+        label = f"uniform-counter f={f:g} n={args.n} seed={args.seed} (generated on the workers)"
     else:
         matrix, label, maximize = _instance(args)
         cost = da.from_array(matrix)
     start = time.perf_counter()
-    result = dd.solve(cost, method=method, maximize=maximize, scheduler=args.scheduler,
-                      n_workers=args.workers, protocol=args.protocol, progress=True)
+    with dask.config.set({"distributed.comm.timeouts.connect": CONNECT_TIMEOUT}):
+        result = dd.solve(cost, method=method, maximize=maximize, scheduler=args.scheduler, n_workers=args.workers,
+                          protocol=args.protocol, progress=True, device=args.device)
     info = _report(result, label, time.perf_counter() - start, args.json)
     if args.out:
-        write_atomically(args.out, lambda tmp: np.savez(
-            tmp, row_ind=result.row_ind, col_ind=result.col_ind, row_duals=result.row_duals, col_duals=result.col_duals))
+        write_solution(args.out, result)
     return 0 if info["optimal"] else 1
 
 
 def cmd_generate(args) -> int:
-    matrix = generate.family(args.family, args.n, args.f, seed=args.seed)
+    check_writable(args.out, MATRIX_FORMATS, "--out")
+    matrix = generate.family(args.family, args.n, args.f, seed=args.seed, m=args.m)
     write_matrix(args.out, matrix)
-    print(f"wrote {args.family} n={args.n} ({matrix.dtype}) to {args.out}")
+    print(f"wrote {args.family} {matrix.shape[0]} x {matrix.shape[1]} ({matrix.dtype}) to {args.out}")
     return 0
 
 
 def cmd_demo(args) -> int:
     cost = generate.uniform(args.n, 1.0, seed=args.seed)
-    print(f"dlap demo: uniform integer costs in [0, {args.n}), {args.n} x {args.n}")
+    if not args.json:
+        print(f"dlap demo: uniform integer costs in [0, {args.n}), {args.n} x {args.n}")
     from .api import choose_device
 
     device = choose_device(cost, "auto")  # the embedded default: the GPU when one is visible
@@ -193,7 +181,27 @@ def cmd_demo(args) -> int:
     return 0 if info["optimal"] else 1
 
 
+def _check_bench_outputs(args) -> None:
+    """Before a benchmark runs (minutes to hours): its output files can be written, and
+    matplotlib is there for ``--plot``."""
+    if args.json:
+        check_writable(args.json, (".jsonl", ".json"), "--json")
+    if args.markdown:
+        check_writable(args.markdown, (".md", ".txt"), "--markdown")
+    if getattr(args, "plot", None):
+        check_writable(args.plot, (".png",), "--plot")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ImportError("--plot needs matplotlib: pip install 'dlap[plot]'") from None
+
+
+def _write_text(path: str, text: str) -> None:
+    write_file(path, lambda f: f.write((text + "\n").encode()))
+
+
 def cmd_bench(args) -> int:
+    _check_bench_outputs(args)
     if args.method == "dgs":
         return _bench_dgs(args)
     from . import bench
@@ -215,9 +223,9 @@ def cmd_bench(args) -> int:
     text = bench.table(records)
     print(text)
     if args.markdown:
-        write_atomically(args.markdown, lambda tmp: Path(tmp).write_text(text + "\n"))
+        _write_text(args.markdown, text)
     if args.plot:
-        write_atomically(args.plot, lambda tmp: bench.plot(records, tmp))
+        write_file(args.plot, lambda f: bench.plot(records, f))
     if args.json:
         print(f"\nJSON records appended to {args.json}")
     return 0 if all(r["agrees"] for r in records) else 1
@@ -231,51 +239,57 @@ def _bench_dgs(args) -> int:
     print()
     print(text)
     if args.markdown:
-        write_atomically(args.markdown, lambda tmp: Path(tmp).write_text(text + "\n"))
+        _write_text(args.markdown, text)
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="dlap", description="Exact linear assignment (Date & Nagi 2016).")
+    # no abbreviations: "--m" must not be taken for --method or --maximize
+    top = argparse.ArgumentParser(prog="dlap", description="Exact linear assignment (Date & Nagi 2016).",
+                                  allow_abbrev=False)
+    top.add_argument("--version", action="version", version=f"dlap {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
 
-    def instance_options(p):
-        p.add_argument("input", nargs="?", help=".npy, .csv or .zarr matrix (default: generate one)")
-        p.add_argument("--family", default="uniform", choices=list(generate.FAMILIES))
-        p.add_argument("--n", type=int, default=1000)
-        p.add_argument("--f", type=float, default=None, help="cost range factor (uniform)")
+    def command(name: str, text: str):
+        return sub.add_parser(name, help=text, description=text, allow_abbrev=False)
+
+    def generated_options(p, n_required=False):
+        p.add_argument("--family", default="uniform", choices=list(generate.FAMILIES),
+                       help="uniform-counter: uniform's costs from a counter-based hash, generated on the "
+                            "workers under --workers/--scheduler")
+        p.add_argument("--n", type=int, required=n_required, default=None if n_required else 1000, help="rows")
+        p.add_argument("--m", type=int, default=None, help="columns (default: n)")
+        p.add_argument("--f", type=float, default=None, help="cost range factor (uniform), values (ties)")
         p.add_argument("--seed", type=int, default=0)
 
-    p = sub.add_parser("solve", help="solve a matrix from a file or a generated one")
-    instance_options(p)
+    p = command("solve", "solve a matrix from a file or a generated one")
+    p.add_argument("input", nargs="?", help=".npy, .csv or .zarr matrix (default: generate one)")
+    generated_options(p)
     p.add_argument("--method", default="auto", choices=METHODS)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
     p.add_argument("--maximize", action="store_true")
     p.add_argument("--time-limit", type=float, help="method dgs: stop after this many seconds")
-    p.add_argument("--start", default="greedy", choices=STARTS, help="method dgs: start assignment")
-    p.add_argument("--switching", default="parallel", choices=SWITCHINGS, help="method dgs")
-    p.add_argument("--out", help="write row_ind, col_ind and duals to this .npz")
+    p.add_argument("--start", choices=STARTS, help="method dgs: start assignment (default greedy)")
+    p.add_argument("--switching", choices=SWITCHINGS, help="method dgs (default parallel)")
+    p.add_argument("--out", help="write the assignment and duals: .npz, .csv (row,col) or .json")
     p.add_argument("--json", action="store_true", help="print one JSON line")
     p.add_argument("--scheduler", help="solve on this Dask cluster (the Dask engine; method classical or tree)")
     p.add_argument("--workers", type=int, help="ranks: that many workers (starts a local cluster without --scheduler)")
     p.add_argument("--protocol", default="tcp", help="local cluster's protocol: tcp, or ucx (distributed-ucxx)")
     p.set_defaults(run=cmd_solve)
 
-    p = sub.add_parser("generate", help="write a generated instance to .npy, .csv or .zarr")
-    p.add_argument("--family", default="uniform", choices=list(generate.FAMILIES))
-    p.add_argument("--n", type=int, required=True)
-    p.add_argument("--f", type=float, default=None)
-    p.add_argument("--seed", type=int, default=0)
+    p = command("generate", "write a generated instance to .npy, .csv or .zarr")
+    generated_options(p, n_required=True)
     p.add_argument("--out", required=True)
     p.set_defaults(run=cmd_generate)
 
-    p = sub.add_parser("demo", help="generate and solve a LAP, print objective, time, check")
+    p = command("demo", "generate and solve a LAP, print objective, time, check")
     p.add_argument("--n", type=int, default=DEMO_N)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_demo)
 
-    p = sub.add_parser("bench", help="dlap and its peers side by side on the same instances")
+    p = command("bench", "dlap and its peers side by side on the same instances")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                    help="gpu: the ANCHORS.md grid plus geometric and float instances, GPU solvers "
                         "timed from the host and from the GPU, against lap and scipy")
@@ -308,9 +322,18 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except ValueError as e:  # bad input: scipy's message, no traceback
-        print(f"dlap: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("dlap: interrupted", file=sys.stderr)
+        return 130
+    except USER_ERRORS as e:
+        if os.environ.get("DLAP_TRACEBACK"):
+            raise
+        print(f"dlap: {_one_line(e)}", file=sys.stderr)
         return 2
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 if __name__ == "__main__":

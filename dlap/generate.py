@@ -2,6 +2,8 @@
 
 - :func:`uniform`: i.i.d. integers in ``[0, f*n)``, the cost ranges of Date & Nagi (2016), Table 3
   (f = 0.1, 1, 10), generated exactly as ``../shared/ANCHORS.md`` does.
+- :func:`uniform_counter`: the same costs from a counter-based hash, the values
+  :func:`uniform_dask` generates on the workers of a Dask cluster (family ``uniform-counter``).
 - :func:`uniform_float`: i.i.d. floats in ``[0, 1)``.
 - :func:`geometric`: Euclidean distances between two sets of random points in ``[0, scale]^2``
   (the GEOM family of the DGS paper, Roverso et al.; Bus & Tvrdik). ``same_points=True`` gives the
@@ -26,7 +28,7 @@ def _shape(n: int, m: int | None) -> tuple[int, int]:
 def uniform(n: int, f: float = 1.0, *, m: int | None = None, seed: int = 0, dtype="int32"):
     """Integers drawn uniformly from ``[0, max(1, f*n))`` (upper bound exclusive)."""
     shape = _shape(n, m)
-    high = max(1, int(round(f * n)))
+    high = _high(n, f)
     return np.random.default_rng(seed).integers(0, high, size=shape, dtype=np.dtype(dtype))
 
 
@@ -97,31 +99,34 @@ def ties(n: int, *, m: int | None = None, levels: int = 3, seed: int = 0, dtype=
     return np.random.default_rng(seed).integers(0, levels, size=shape, dtype=np.dtype(dtype))
 
 
-#: family name -> generator(n, f, seed); what the CLI and the benchmark accept. ``f`` is the
-#: cost range factor of ``uniform`` and the number of values of ``ties`` (default 3).
+#: family name -> generator(n, f, seed, m); what the CLI and the benchmark accept. ``f`` is the
+#: cost range factor of ``uniform`` and the number of values of ``ties`` (default 3); ``m`` the
+#: number of columns (default n).
 FAMILIES = {
-    "uniform": lambda n, f=1.0, seed=0: uniform(n, f, seed=seed),
-    "float": lambda n, f=None, seed=0: uniform_float(n, seed=seed),
-    "geometric": lambda n, f=None, seed=0: geometric(n, seed=seed),
-    "geometric-int": lambda n, f=None, seed=0: geometric_int(n, seed=seed),
-    "geometric-3d": lambda n, f=None, seed=0: geometric(n, seed=seed, dim=3),
-    "geometric-disjoint": lambda n, f=None, seed=0: geometric_disjoint(n, seed=seed),
-    "geometric-benefit": lambda n, f=None, seed=0: geometric(n, seed=seed, same_points=True),
-    "machol-wien": lambda n, f=None, seed=0: machol_wien(n),
-    "ties": lambda n, f=None, seed=0: ties(n, levels=int(f) if f else 3, seed=seed),
+    "uniform": lambda n, f=1.0, seed=0, m=None: uniform(n, f, m=m, seed=seed),
+    "uniform-counter": lambda n, f=1.0, seed=0, m=None: uniform_counter(n, f, m=m, seed=seed),
+    "float": lambda n, f=None, seed=0, m=None: uniform_float(n, m=m, seed=seed),
+    "geometric": lambda n, f=None, seed=0, m=None: geometric(n, m=m, seed=seed),
+    "geometric-int": lambda n, f=None, seed=0, m=None: geometric_int(n, m=m, seed=seed),
+    "geometric-3d": lambda n, f=None, seed=0, m=None: geometric(n, m=m, seed=seed, dim=3),
+    "geometric-disjoint": lambda n, f=None, seed=0, m=None: geometric_disjoint(n, m=m, seed=seed),
+    "geometric-benefit": lambda n, f=None, seed=0, m=None: geometric(n, m=m, seed=seed, same_points=True),
+    "machol-wien": lambda n, f=None, seed=0, m=None: machol_wien(n, m=m),
+    "ties": lambda n, f=None, seed=0, m=None: ties(n, m=m, levels=int(f) if f else 3, seed=seed),
 }
 #: families whose question is a maximum (the benchmark and ``dlap solve --family`` maximise them):
 #: GEOM benefit, distances within one point set, as the DGS paper poses it
 MAXIMIZE = frozenset({"geometric-benefit"})
 
 
-def family(name: str, n: int, f: float | None = None, seed: int = 0):
-    """Generate an instance of family ``name`` (one of :data:`FAMILIES`)."""
+def family(name: str, n: int, f: float | None = None, seed: int = 0, m: int | None = None):
+    """Generate an ``n`` x ``m`` (default ``n`` x ``n``) instance of family ``name`` (one of
+    :data:`FAMILIES`)."""
     try:
         make = FAMILIES[name]
     except KeyError:
         raise ValueError(f"unknown family {name!r}; choose from {', '.join(FAMILIES)}") from None
-    return make(n, f, seed) if f is not None else make(n, seed=seed)
+    return make(n, f, seed, m) if f is not None else make(n, seed=seed, m=m)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -159,6 +164,17 @@ def uniform_block(rows: tuple[int, int], cols: tuple[int, int], n_cols: int, hig
     return out
 
 
+def uniform_counter(n: int, f: float = 1.0, *, m: int | None = None, seed: int = 0, dtype="int32"):
+    """The whole of :func:`uniform_dask`'s matrix, here: the same values, so a solve on one
+    device and a solve on a cluster of the same generated instance see the same matrix."""
+    n_rows, n_cols = _shape(n, m)
+    return uniform_block((0, n_rows), (0, n_cols), n_cols, _high(n, f), seed, dtype=dtype)
+
+
+def _high(n: int, f: float) -> int:
+    return max(1, int(round(f * n)))
+
+
 def uniform_dask(n: int, f: float = 1.0, *, m: int | None = None, seed: int = 0, chunks=None, gpu: bool = False,
                  dtype="int32"):
     """A dask array of integers uniform in ``[0, max(1, f*n))`` whose chunks are generated by the
@@ -169,7 +185,7 @@ def uniform_dask(n: int, f: float = 1.0, *, m: int | None = None, seed: int = 0,
     import dask.array as da
 
     n_rows, n_cols = _shape(n, m)
-    high = max(1, int(round(f * n)))
+    high = _high(n, f)
     xp_name = "cupy" if gpu else "numpy"
     meta = _module(xp_name).empty((0, 0), dtype=np.dtype(dtype))
     chunks = da.core.normalize_chunks(chunks or "auto", (n_rows, n_cols), dtype=np.dtype(dtype))

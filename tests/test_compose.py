@@ -24,6 +24,51 @@ def test_compose_services():
     gpus = worker["deploy"]["resources"]["reservations"]["devices"][0]
     assert gpus["driver"] == "nvidia" and "gpu" in gpus["capabilities"]
     assert worker["environment"]["NCCL_NVLS_ENABLE"] == "0"
-    assert services["notebook"]["environment"]["DASK_SCHEDULER_ADDRESS"] == "tcp://scheduler:8786"
+    notebook = services["notebook"]
+    assert notebook["environment"]["DASK_SCHEDULER_ADDRESS"] == "tcp://scheduler:8786"
+    assert notebook["environment"]["DLAP_DATA"] == "/data" and "./data:/data" in notebook["volumes"]
     for service in services.values():
         assert service["image"] == "dlap:latest" and "dockerfile_inline" in service["build"]
+
+
+def test_the_image_installs_the_extras_and_checks_the_kernels_compile():
+    spec = yaml.safe_load(COMPOSE.read_text())
+    dockerfile = spec["x-dlap-image"]["build"]["dockerfile_inline"]
+    assert '"/src[gpu,distributed,cuda,ucx,notebook]"' in dockerfile
+    assert "RUN dlap solve --n 300 --device cpu" in dockerfile  # the CPU kernels, at build time
+    check = spec["services"]["check"]  # the CUDA kernels, on a GPU
+    assert check["command"].startswith("dlap demo") and check["profiles"] == ["check"]
+    assert check["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+
+
+def test_the_build_context_leaves_out_the_environment_and_history():
+    ignored = (COMPOSE.parent / ".dockerignore").read_text().split()
+    assert {".git", ".venv", ".whl", "data"} <= set(ignored)
+
+
+def test_the_distributed_notebook_joins_the_compose_scheduler():
+    import json
+
+    notebook = json.loads((COMPOSE.parent / "notebooks" / "distributed.ipynb").read_text())
+    code = "".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
+    assert "os.environ.get('DASK_SCHEDULER_ADDRESS')" in code and "os.environ.get('DLAP_DATA')" in code
+
+
+def test_packaging_metadata():
+    """One version (dlap.__version__), a license file, type information, the extras a user needs."""
+    import tomllib
+
+    import dlap
+
+    root = COMPOSE.parent
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    assert project["project"]["dynamic"] == ["version"] and "version" not in project["project"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "dlap.__version__"}
+    assert dlap.__version__.count(".") == 2
+    assert "BSD 3-Clause" in (root / "LICENSE").read_text() and project["project"]["license"] == "BSD-3-Clause"
+    assert (root / "dlap" / "py.typed").exists() and "py.typed" in project["tool"]["setuptools"]["package-data"]["dlap"]
+    extras = project["project"]["optional-dependencies"]
+    assert any(d.startswith("matplotlib") for d in extras["plot"])
+    assert any(d.startswith("bokeh") for d in extras["distributed"])
+    assert any(d.startswith("ipywidgets") for d in extras["notebook"])
+    assert any(d.startswith("dask-cuda[cu12]") for d in extras["cuda"])

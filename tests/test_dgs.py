@@ -2,6 +2,7 @@
 converges, a true bound on its gap, deterministic, and on time."""
 
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -119,7 +120,8 @@ def test_dgs_families(options, family):
 
 @pytest.mark.parametrize("options", DGS_CONFIGS)
 def test_never_worse_than_its_start(options):
-    """time_limit=0 returns the start assignment; switching only improves on it."""
+    """time_limit=0 returns the start (the greedy one cut short: rows take the free columns in
+    order); switching only improves on it."""
     cost = generate.geometric(200, seed=11)
     start = dlap.solve(cost, method="dgs", device="cpu", time_limit=0, **options)
     assert start.stats.time_limit_reached and start.stats.switches == 0
@@ -182,3 +184,86 @@ def test_linear_sum_assignment_takes_dgs():
     cost = generate.geometric(50, seed=2, same_points=True)
     rows, cols = dlap.linear_sum_assignment(cost, maximize=True, method="dgs", time_limit=10.0)
     assert len(np.unique(cols)) == 50 and np.array_equal(rows, np.arange(50))
+
+
+# ------------------------------------------------------------------------------------------------
+# A deadline from the first call of a process: the kernels not loaded (dlap.dgs.loading). The
+# registry of loaded kernels is emptied; the solve then takes the path of a fresh process.
+
+
+@pytest.fixture
+def kernels_not_loaded(monkeypatch):
+    from dlap.dgs import loading
+
+    monkeypatch.setattr(loading, "_loaded", set())
+    monkeypatch.setattr(loading, "_warned", set())
+    monkeypatch.setattr(loading, "_loaders", {})
+    return loading
+
+
+def test_the_host_start_is_the_greedy_start_of_the_kernels():
+    from dlap.backends.cpu_dgs import CPUSwitching
+    from dlap.dgs import loading
+    from dlap.dgs.switching import Deadline, initial_assignment
+    from dlap.problem import prepare
+
+    for cost in (generate.geometric(150, seed=4), generate.uniform(120, 0.1, m=170, seed=5),
+                 generate.geometric(100, seed=6, same_points=True)):
+        problem = prepare(cost, maximize=False)
+        rows, u, v = loading.host_start(problem, np.inf)
+        prims = CPUSwitching()
+        state = prims.allocate(problem.matrix, 0.0)
+        initial_assignment(prims, state, "greedy", 0, Deadline())
+        np.testing.assert_array_equal(rows, state.row_match)
+        exact = dlap.solve(cost, method="dgs", time_limit=None)
+        assert float(u.sum() + v.sum()) == pytest.approx(exact.lower_bound, rel=1e-12)
+
+
+def test_a_short_deadline_without_loaded_kernels_returns_the_start_on_time(kernels_not_loaded):
+    cost = generate.geometric(400, seed=21, same_points=True)
+    started = time.perf_counter()
+    with pytest.warns(RuntimeWarning, match=r"call dlap.load_dgs_kernels\('float64', 'cpu'\)"):
+        result = dlap.solve(cost, maximize=True, method="dgs", time_limit=0.05)
+    assert time.perf_counter() - started <= 0.05 + 0.01
+    assert result.stats.time_limit_reached and result.stats.switches == 0 and "host_start" in result.stats.phase_seconds
+    assert_dgs_result(result, cost, maximize=True, converged=False)
+    assert not kernels_not_loaded._loaders, "no thread loads kernels beside a short deadline"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dlap.solve(cost, maximize=True, method="dgs", time_limit=0.05)
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], "warned once per kind of matrix"
+
+
+def test_a_long_deadline_loads_the_kernels_and_switches(kernels_not_loaded):
+    cost = generate.geometric(300, seed=22)
+    result = dlap.solve(cost, method="dgs", time_limit=20.0)
+    assert result.stats.switches > 0 and not result.stats.time_limit_reached
+    assert kernels_not_loaded.kernels_ready("cpu", cost)
+    assert_dgs_result(result, cost)
+
+
+def test_a_start_on_forbidden_pairs_waits_for_the_repair(kernels_not_loaded):
+    """The NumPy start leaves row 1 only a forbidden pair: the device's repair must finish it."""
+    cost = kernels_not_loaded.warm_up_matrix(np.float64)
+    result = dlap.solve(cost, method="dgs", time_limit=0.05)
+    assert np.isfinite(cost[result.row_ind, result.col_ind]).all()
+    assert len(set(result.col_ind.tolist())) == 4
+
+
+def test_the_warm_up_matrix_runs_the_repair_and_a_switch():
+    from dlap.dgs import loading
+
+    cost = loading.warm_up_matrix(np.float64)
+    from dlap.problem import prepare
+
+    rows, _, _ = loading.host_start(prepare(cost), np.inf)
+    assert (rows < 0).any(), "the greedy start leaves a row for the repair"
+    assert dlap.solve(cost, method="dgs").stats.switches > 0
+
+
+def test_load_dgs_kernels(kernels_not_loaded):
+    dlap.load_dgs_kernels("int32", "cpu")
+    loaded = {(dtype, writeable) for device, dtype, writeable in kernels_not_loaded._loaded}
+    assert loaded == {(np.dtype(t).str, w) for t in ("int32", "int64") for w in (True, False)}  # maximised: int64
+    with pytest.raises(ValueError, match="device must be one of"):
+        dlap.load_dgs_kernels("float64", "tpu")

@@ -274,8 +274,9 @@ class CPUSwitching(SwitchingPrimitives):
     xp = np
     index_dtype = np.int64
     sequential = True
-    #: matrix entries read per evaluation call, so a deadline is checked every few milliseconds
-    evaluation_chunk = 1 << 22
+    #: matrix entries read per evaluation or proposal call: a deadline is read every millisecond
+    #: or two, every few on a machine whose cores other processes use
+    evaluation_chunk = 1 << 20
 
     def allocate(self, cost, tol_scale):
         cost_t = np.empty((cost.shape[1], cost.shape[0]), dtype=cost.dtype)

@@ -37,52 +37,80 @@ SWITCHINGS = ("parallel", "sequential")
 #: matrices, the rounds would otherwise number in the hundreds, each a pass over those rows)
 GREEDY_MAX_ROUNDS = 8
 #: sequential switching: matrix entries read per call between deadline checks
-SEQUENTIAL_CALL_ENTRIES = 1 << 22
+SEQUENTIAL_CALL_ENTRIES = 1 << 20
+
+
+class Deadline:
+    """A ``time.perf_counter()`` deadline, read between the steps of a loop: it counts as passed
+    once the next step, if it lasts as long as the last one did, would end after it. So a loop
+    stops before the deadline rather than one step after it."""
+
+    def __init__(self, at: float = math.inf):
+        self.at = at
+        self.last = time.perf_counter()
+        self.step = 0.0
+
+    def passed(self) -> bool:
+        now = time.perf_counter()
+        self.step, self.last = now - self.last, now
+        return now + self.step >= self.at
 
 
 def deep_greedy_switching(prims: SwitchingPrimitives, cost, tol_scale: float, stats: Stats, phase, *,
                           start: str = "greedy", seed=0, switching: str = "parallel",
-                          deadline: float = math.inf):
+                          deadline: float = math.inf, initial=None):
     """Run DGS on ``cost`` (min form, n_rows <= n_cols, on the primitives' device) until it
     converges or ``deadline`` (a ``time.perf_counter()`` value) passes; return ``row_match``.
+
+    ``initial``: a start made elsewhere (``row_match``, -1 for rows to be repaired), used instead
+    of ``start`` (:mod:`dlap.dgs.loading` makes one on the host while the kernels load).
 
     Records in ``stats``: ``switches``, ``iterations`` (switching rounds or calls),
     ``time_limit_reached``, and through ``phase`` (a :class:`~dlap.hungarian.phases.PhaseTimer`)
     the times of the phases ``start``, ``full_evaluation`` and ``switching``.
     """
+    clock = Deadline(deadline)
     with phase("start"):
         state = prims.allocate(cost, tol_scale)
-        initial_assignment(prims, state, start, seed)
+        initial_assignment(prims, state, start, seed, clock, initial)
     run = _sequential_switching if switching == "sequential" else _parallel_switching
-    stats.time_limit_reached = run(prims, state, stats, deadline, phase)
+    stats.time_limit_reached = run(prims, state, stats, clock, phase)
     return state.row_match
 
 
-def initial_assignment(prims: SwitchingPrimitives, state, start: str, seed) -> None:
+def initial_assignment(prims: SwitchingPrimitives, state, start: str, seed, deadline: Deadline,
+                       initial=None) -> None:
     """A full finite assignment in ``state`` (see the module docstring), and ``held``."""
     xp = prims.xp
-    if start == "random":
+    rows = xp.arange(state.n_rows, dtype=prims.index_dtype)
+    if initial is not None:
+        initial = xp.asarray(initial, dtype=prims.index_dtype)
+        placed = initial >= 0
+        _assign_finite(state, rows[placed], initial[placed])
+    elif start == "random":
         perm = np.random.default_rng(seed).permutation(state.n_cols)[: state.n_rows]
-        _assign_finite(state, xp.arange(state.n_rows, dtype=prims.index_dtype), xp.asarray(perm, dtype=prims.index_dtype))
+        _assign_finite(state, rows, xp.asarray(perm, dtype=prims.index_dtype))
     else:
-        _greedy_start(prims, state)
+        greedy_start(prims, state, deadline)
     if bool((state.row_match < 0).any()) and not prims.repair(state):
         raise InfeasibleError()
     held = xp.flatnonzero(state.col_match >= 0)
     state.held[held] = state.cost[state.col_match[held], held]
 
 
-def _greedy_start(prims: SwitchingPrimitives, state) -> None:
+def greedy_start(prims: SwitchingPrimitives, state, deadline: Deadline) -> None:
     """Rounds of proposals: every unassigned row proposes to its cheapest unheld column; a column
     keeps its cheapest proposer (lowest row on ties). A row with no finite unheld column is left
-    for the repair (unheld columns only get fewer). After ``GREEDY_MAX_ROUNDS`` rounds the rows
-    left take the unheld columns in order (the repair then fixes any forbidden pair)."""
+    for the repair (unheld columns only get fewer). After ``GREEDY_MAX_ROUNDS`` rounds, or once
+    ``deadline`` has passed, the rows left take the unheld columns in order (the repair then fixes
+    any forbidden pair): the start never holds the solve past its deadline by more than one
+    block of proposals."""
     xp = prims.xp
     rows = xp.arange(state.n_rows, dtype=prims.index_dtype)
     for _ in range(GREEDY_MAX_ROUNDS):
         if rows.size == 0:
             return
-        cols, costs = prims.propose(state, rows)
+        cols, costs = _proposals(prims, state, rows, deadline)
         ok = cols >= 0
         rows, cols, costs = rows[ok], cols[ok], costs[ok]
         if rows.size == 0:
@@ -95,8 +123,24 @@ def _greedy_start(prims: SwitchingPrimitives, state) -> None:
         state.row_match[rows[winners]] = cols[winners]
         state.col_match[cols[winners]] = rows[winners]
         rows = rows[state.row_match[rows] < 0]
+        if deadline.passed():
+            break
     left = xp.flatnonzero(state.row_match < 0).astype(prims.index_dtype)
     _assign_finite(state, left, xp.flatnonzero(state.col_match < 0)[: left.size].astype(prims.index_dtype))
+
+
+def _proposals(prims: SwitchingPrimitives, state, rows, deadline: Deadline):
+    """One proposal round (``prims.propose``) in blocks of ``prims.evaluation_chunk`` entries; the
+    rows of blocks the deadline cuts off propose nothing (-1)."""
+    xp = prims.xp
+    per_call = max(1, prims.evaluation_chunk // max(state.n_cols, 1))
+    cols = xp.full(rows.size, -1, dtype=prims.index_dtype)
+    costs = xp.full(rows.size, math.inf)
+    for lo in range(0, rows.size, per_call):
+        if deadline.passed():
+            break
+        cols[lo:lo + per_call], costs[lo:lo + per_call] = prims.propose(state, rows[lo:lo + per_call])
+    return cols, costs
 
 
 def _assign_finite(state, rows, cols) -> None:
@@ -107,18 +151,23 @@ def _assign_finite(state, rows, cols) -> None:
     state.col_match[cols[finite]] = rows[finite]
 
 
-def _evaluate_all(prims, state, stamp: int, deadline: float) -> bool:
-    """Difference evaluation of every agent and job, in chunks; False if the deadline cut it."""
+def _evaluate_all(prims, state, stamp: int, deadline: Deadline) -> bool:
+    """Difference evaluation of every agent and job; False if the deadline cut it."""
+    return _evaluate(prims, state, prims.xp.arange(state.n_candidates, dtype=prims.index_dtype), stamp, deadline)
+
+
+def _evaluate(prims, state, entities, stamp: int, deadline: Deadline) -> bool:
+    """Difference evaluation of ``entities`` in calls of about ``prims.evaluation_chunk`` entries;
+    False if the deadline cut it (the rest keep stale candidates, which a round drops)."""
     per_call = max(1, prims.evaluation_chunk // max(state.n_cols, 1))
-    for lo in range(0, state.n_candidates, per_call):
-        if time.perf_counter() >= deadline:
+    for lo in range(0, entities.size, per_call):
+        if deadline.passed():
             return False
-        hi = min(state.n_candidates, lo + per_call)
-        prims.evaluate(state, prims.xp.arange(lo, hi, dtype=prims.index_dtype), stamp)
+        prims.evaluate(state, entities[lo:lo + per_call], stamp)
     return True
 
 
-def _parallel_switching(prims, state, stats: Stats, deadline: float, phase) -> bool:
+def _parallel_switching(prims, state, stats: Stats, deadline: Deadline, phase) -> bool:
     """Algorithm 3; returns whether the deadline stopped it."""
     stamp, full, entities = 0, True, None
     while True:
@@ -128,8 +177,8 @@ def _parallel_switching(prims, state, stats: Stats, deadline: float, phase) -> b
                 if not _evaluate_all(prims, state, stamp, deadline):
                     return True
         with phase("switching"):
-            if not full and entities.size:
-                prims.evaluate(state, entities, stamp)
+            if not full and not _evaluate(prims, state, entities, stamp, deadline):
+                return True
             stamp += 1
             applied, entities = prims.parallel_round(state, stamp)
         stats.iterations += 1
@@ -140,11 +189,11 @@ def _parallel_switching(prims, state, stats: Stats, deadline: float, phase) -> b
             full = True
         else:
             full = False
-        if time.perf_counter() >= deadline:
+        if deadline.passed():
             return True
 
 
-def _sequential_switching(prims, state, stats: Stats, deadline: float, phase) -> bool:
+def _sequential_switching(prims, state, stats: Stats, deadline: Deadline, phase) -> bool:
     """Algorithm 1; returns whether the deadline stopped it."""
     if not prims.sequential:
         raise ValueError("switching='sequential' runs on the CPU (device='cpu')")
@@ -154,7 +203,7 @@ def _sequential_switching(prims, state, stats: Stats, deadline: float, phase) ->
         if not _evaluate_all(prims, state, clock, deadline):
             return True
     since_full = 0
-    while time.perf_counter() < deadline:
+    while not deadline.passed():
         with phase("switching"):
             none_left, clock, switches = prims.sequential_steps(state, clock, steps)
         stats.iterations += 1

@@ -51,17 +51,22 @@ def worker_addresses(client) -> list[str]:
 
 
 @contextmanager
-def connected(client=None, scheduler: str | None = None, n_workers: int | None = None, protocol: str = "tcp"):
+def connected(client=None, scheduler: str | None = None, n_workers: int | None = None, protocol: str = "tcp",
+              gpu: bool | None = None):
     """Yield a client: the one given, one connected to ``scheduler``, or one on a local cluster
-    started here (and closed on exit)."""
+    started here (and closed on exit; ``gpu`` as :func:`start_cluster`)."""
     from distributed import Client
 
     if client is not None:
         yield client
         return
     if scheduler is not None:
-        with Client(scheduler) as client:
+        try:
+            client = Client(scheduler)
+        except OSError as e:  # refused, or no answer within distributed.comm.timeouts.connect
+            raise OSError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
+        with client:
             yield client
         return
-    with start_cluster(n_workers, protocol=protocol) as cluster, Client(cluster) as client:
+    with start_cluster(n_workers, protocol=protocol, gpu=gpu) as cluster, Client(cluster) as client:
         yield client

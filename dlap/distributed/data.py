@@ -194,11 +194,14 @@ def read_zarr_region(array, region: tuple[slice, slice], gpu: bool):
 
 def make_slab(block, gpu: bool, maximize: bool, transposed: bool, dtype):
     """Rank task: the block on the worker's GPU when the solve runs on GPUs (a NumPy chunk is
-    copied there), in the solved form (:func:`~dlap.distributed.engine.prepare_slab`)."""
+    copied there), in host memory when it runs on CPUs (a CuPy chunk is copied here), in the
+    solved form (:func:`~dlap.distributed.engine.prepare_slab`)."""
     if gpu and isinstance(block, np.ndarray):
         import cupy
 
         block = cupy.asarray(block)
+    elif not gpu and not isinstance(block, np.ndarray):
+        block = block.get()
     return prepare_slab(block, maximize, transposed, dtype)
 
 

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..api import DEVICES
+from ..api import MSG_NO_GPU as NO_GPU
 from ..result import Assignment, Certificate, Stats
-from .cluster import connected, worker_addresses
+from .cluster import connected, gpus_visible, worker_addresses
 from .data import as_source, place_slabs, plan_ranks, slab_bounds
 from .comm import CommAborted, register_rpc_handler
 from .engine import SPLIT_AXIS, RankSpec, run_rank
@@ -46,7 +48,7 @@ class DistributedAssignment(Assignment):
 
 def solve(
     cost, client=None, *, method: str = "classical", maximize: bool = False, n_workers: int | None = None,
-    scheduler: str | None = None, protocol: str = "tcp", progress=None, workers=None,
+    scheduler: str | None = None, protocol: str = "tcp", progress=None, workers=None, device: str = "auto",
 ) -> DistributedAssignment:
     """Solve the LAP held in a dask array, Zarr array or Zarr store across a Dask cluster.
 
@@ -68,21 +70,31 @@ def solve(
         already hold most of their slabs (``stats.phase_counts["placement_moved_bytes"]`` says
         what still had to move).
     progress : True for a progress bar, or ``callback(matched, total)``.
+    device : {"auto", "cpu", "gpu"}
+        ``"auto"``: the GPUs where every rank's worker sees one, else the CPUs (a local cluster
+        started here is a ``LocalCUDACluster`` where GPUs are visible). ``"cpu"``: NumPy slabs and
+        the CPU kernels, whatever the workers see. ``"gpu"``: every rank's worker must see a GPU.
 
     Returns a :class:`DistributedAssignment` whose ``verify()`` is the ranks' certificate.
 
     Raises scipy's errors for bad input (the ranks check their slabs), ``InfeasibleError``,
     ``WorkerLostError`` when a rank's worker dies, and any error a rank raised; the other ranks
-    are aborted first, so none is left blocked and the cluster stays usable.
+    are aborted first, so none is left blocked and the cluster stays usable. ``RuntimeError``
+    for ``device="gpu"`` where a rank's worker sees no GPU.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}")
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(map(repr, DEVICES))}; got {device!r}")
+    if device == "gpu" and client is None and scheduler is None and gpus_visible() == 0:
+        raise RuntimeError(NO_GPU)
     source = as_source(cost)
-    with connected(client, scheduler, n_workers, protocol) as client:
-        return _solve_on(client, source, method, bool(maximize), n_workers, workers, progress)
+    local_gpu = None if device == "auto" else device == "gpu"
+    with connected(client, scheduler, n_workers, protocol, gpu=local_gpu) as client:
+        return _solve_on(client, source, method, bool(maximize), n_workers, workers, progress, device)
 
 
-def _solve_on(client, source, method, maximize, n_workers, workers, progress) -> DistributedAssignment:
+def _solve_on(client, source, method, maximize, n_workers, workers, progress, device) -> DistributedAssignment:
     from distributed import Event, MultiLock
 
     started = time.perf_counter()
@@ -100,7 +112,10 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress) ->
     bounds = slab_bounds(source, axis, n_ranks)
     plan = plan_ranks(client, source, axis, bounds, candidates, keep_order)
     workers = plan.workers
-    gpu = all(client.run(_gpu_worker, workers=workers).values())
+    seen = client.run(_gpu_worker, workers=workers)
+    if device == "gpu" and not all(seen.values()):
+        raise RuntimeError(f"device='gpu': these workers see no GPU: {', '.join(w for w, g in seen.items() if not g)}")
+    gpu = all(seen.values()) if device == "auto" else device == "gpu"
     solve_id = uuid.uuid4().hex[:12]
     topic, abort_name = f"dlap-progress-{solve_id}", f"dlap-abort-{solve_id}"
     lock = MultiLock(names=[f"dlap-worker-{w}" for w in workers], client=client)

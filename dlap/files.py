@@ -1,0 +1,122 @@
+"""Files of the ``dlap`` command: cost matrices in, solutions and reports out.
+
+A file the command writes is checked before any work starts (its format, from the extension, and
+its folder), so a solve is never lost to a typo in ``--out``. It is written whole or not at all:
+into a temporary file beside it, then moved into place; a failure removes the temporary file. It
+gets the permissions of any file the user creates (``0666`` less the umask).
+
+Errors are ``FileError`` (a ``ValueError``): the command prints them on one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+MATRIX_FORMATS = (".npy", ".csv", ".zarr")
+#: a solution: .npz (row_ind, col_ind, row_duals, col_duals), .csv (row,col lines), .json (all
+#: of it and the objective)
+SOLUTION_FORMATS = (".npz", ".csv", ".json")
+
+
+class FileError(ValueError):
+    """A file the command cannot read or write, named with the reason."""
+
+
+def _zarr():
+    try:
+        import zarr
+    except ImportError:
+        raise FileError("Zarr stores need zarr: pip install 'dlap[distributed]'") from None
+    return zarr
+
+
+def read_matrix(path: str) -> np.ndarray:
+    """A cost matrix from ``.npy``, ``.csv`` or a Zarr store (a folder)."""
+    p = Path(path)
+    if not p.exists():
+        raise FileError(f"no such file: {path}")
+    if p.is_dir() or p.suffix == ".zarr":
+        try:
+            return np.asarray(_zarr().open_array(str(p), mode="r")[...])
+        except FileError:
+            raise
+        except Exception as e:  # zarr's errors for a folder that holds no array
+            raise FileError(f"{path}: not a Zarr array ({e})") from None
+    if p.suffix not in (".npy", ".csv"):
+        raise FileError(f"{path}: unknown matrix format {p.suffix!r} (use {', '.join(MATRIX_FORMATS)})")
+    if p.stat().st_size == 0:
+        raise FileError(f"{path}: the file is empty")
+    try:
+        if p.suffix == ".npy":
+            return np.load(p, mmap_mode="r", allow_pickle=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # numpy warns, and returns an empty array, on a file of no rows
+            return np.loadtxt(p, delimiter=",", ndmin=2)
+    except (ValueError, EOFError, OSError, UserWarning) as e:
+        raise FileError(f"{path}: not a {p.suffix} matrix ({' '.join(str(e).split())})") from None
+
+
+def check_writable(path: str, formats: tuple[str, ...], what: str) -> Path:
+    """Refuse, before any work, an output path whose format is not one of ``formats`` or whose
+    folder is missing or not writable, or that names a folder (a Zarr store excepted)."""
+    p = Path(path)
+    if p.suffix not in formats:
+        raise FileError(f"{what} {path}: unknown format {p.suffix or '(no extension)'!r} (use {', '.join(formats)})")
+    folder = p.parent
+    if not folder.is_dir():
+        raise FileError(f"{what} {path}: no such folder {str(folder)!r}")
+    if p.is_dir() and p.suffix != ".zarr":
+        raise FileError(f"{what} {path}: is a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise FileError(f"{what} {path}: the folder {str(folder)!r} is not writable")
+    return p
+
+
+def write_file(path: str, write) -> None:
+    """Call ``write(file)`` on a binary file beside ``path``, then move it to ``path``."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for any new file
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_matrix(path: str, matrix: np.ndarray) -> None:
+    """``matrix`` to ``.npy``, ``.csv`` or a Zarr store (checked with :func:`check_writable` first)."""
+    p = Path(path)
+    if p.suffix == ".npy":
+        write_file(path, lambda f: np.save(f, matrix))
+    elif p.suffix == ".csv":
+        fmt = "%d" if matrix.dtype.kind in "iub" else "%.17g"
+        write_file(path, lambda f: np.savetxt(f, matrix, delimiter=",", fmt=fmt))
+    else:
+        zarr = _zarr()
+        chunk = (max(1, min(matrix.shape[0], 4096)), max(1, min(matrix.shape[1], 4096)))
+        z = zarr.open_array(str(p), mode="w", shape=matrix.shape, chunks=chunk, dtype=matrix.dtype)
+        z[...] = matrix
+
+
+def write_solution(path: str, result) -> None:
+    """An :class:`~dlap.Assignment`'s rows, columns and duals in the format of ``path``'s
+    extension (:data:`SOLUTION_FORMATS`)."""
+    arrays = {name: np.asarray(getattr(result, name)) for name in ("row_ind", "col_ind", "row_duals", "col_duals")}
+    suffix = Path(path).suffix
+    if suffix == ".npz":
+        write_file(path, lambda f: np.savez(f, **arrays))
+    elif suffix == ".csv":
+        pairs = np.column_stack([arrays["row_ind"], arrays["col_ind"]])
+        write_file(path, lambda f: np.savetxt(f, pairs, fmt="%d", delimiter=",", header="row,col", comments=""))
+    else:
+        document = {"objective": result.objective, **{k: v.tolist() for k, v in arrays.items()}}
+        write_file(path, lambda f: f.write(json.dumps(document).encode()))

@@ -1,0 +1,189 @@
+"""The ``dlap`` command's error path: every bad input, missing extra, unreachable cluster and
+interrupt ends in one line on stderr and exit status 2 (130 for Ctrl-C), found before any
+solve whose result it would lose, and leaves no file behind."""
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from dlap import cli
+from dlap.api import gpu_available
+
+
+def fails(capsys, *argv, match: str) -> str:
+    """Run the command in-process; it must exit 2 with one line ``dlap: ...`` containing
+    ``match`` on stderr and print nothing on stdout (no solve ran)."""
+    assert cli.main(list(argv)) == 2
+    out, err = capsys.readouterr()
+    assert out == "", "the error must be found before any work"
+    assert err.count("\n") == 1 and err.startswith("dlap: ") and match in err, err
+    return err
+
+
+def command(*argv, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dlap", *argv], capture_output=True, text=True, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["sol", "sol.txt", "sol.npy"])
+def test_out_with_an_unknown_format_is_refused_before_solving(tmp_path, capsys, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    fails(capsys, "solve", "--n", "30", "--out", name, match="unknown format")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_out_in_a_missing_folder_or_on_a_folder_is_refused_before_solving(tmp_path, capsys):
+    fails(capsys, "solve", "--n", "30", "--out", str(tmp_path / "missing" / "s.npz"), match="no such folder")
+    (tmp_path / "d.npz").mkdir()
+    fails(capsys, "solve", "--n", "30", "--out", str(tmp_path / "d.npz"), match="is a folder")
+    fails(capsys, "generate", "--n", "30", "--out", str(tmp_path / "missing" / "m.npy"), match="no such folder")
+    assert [p.name for p in tmp_path.iterdir()] == ["d.npz"]
+
+
+def test_out_in_a_read_only_folder_is_refused(tmp_path, capsys):
+    import os
+
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    folder = tmp_path / "ro"
+    folder.mkdir(mode=0o555)
+    fails(capsys, "solve", "--n", "30", "--out", str(folder / "s.npz"), match="not writable")
+
+
+def test_a_failed_write_leaves_no_file(tmp_path):
+    from dlap.files import write_file
+
+    def broken(f):
+        f.write(b"partial")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_file(str(tmp_path / "s.npz"), broken)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("content, match", [
+    (b"", "the file is empty"),
+    (b"\n\n", "not a .csv matrix"),
+    (b"1,2\n3\n", "not a .csv matrix"),
+    (b"1,x\n3,4\n", "not a .csv matrix"),
+])
+def test_bad_csv_files(tmp_path, capsys, content, match):
+    path = tmp_path / "m.csv"
+    path.write_bytes(content)
+    fails(capsys, "solve", str(path), match=match)
+
+
+@pytest.mark.parametrize("matrix, match", [
+    (None, "the file is empty"),  # a 0-byte file (a 0 x 0 array saved by numpy is a valid empty matrix)
+    (np.ones((3, 3), dtype=complex), "Cannot cast array data from dtype('complex128')"),
+    (np.array([["a", "b"], ["c", "d"]]), "Cannot cast array data"),
+])
+def test_bad_npy_files(tmp_path, capsys, matrix, match):
+    path = tmp_path / "m.npy"
+    if matrix is None:
+        path.write_bytes(b"")
+    else:
+        np.save(path, matrix)
+    fails(capsys, "solve", str(path), match=match)
+
+
+def test_npy_that_is_not_numpy_or_holds_objects(tmp_path, capsys):
+    path = tmp_path / "m.npy"
+    path.write_bytes(b"not a numpy file")
+    fails(capsys, "solve", str(path), match="not a .npy matrix")
+    np.save(path, np.array([[1, None]], dtype=object), allow_pickle=True)
+    fails(capsys, "solve", str(path), match="not a .npy matrix")
+
+
+def test_missing_file_and_unknown_input_format(tmp_path, capsys):
+    fails(capsys, "solve", str(tmp_path / "nope.npy"), match="no such file")
+    other = tmp_path / "m.txt"
+    other.write_text("1")
+    fails(capsys, "solve", str(other), match="unknown matrix format '.txt'")
+
+
+@pytest.mark.parametrize("flags", [["--time-limit", "0.1"], ["--start", "random"], ["--switching", "sequential"]])
+def test_dgs_options_without_method_dgs_are_refused(capsys, flags):
+    fails(capsys, "solve", "--n", "20", *flags, match=f"{flags[0]} is an option of --method dgs")
+    fails(capsys, "solve", "--n", "20", "--method", "tree", *flags, match="of --method dgs")
+
+
+@pytest.mark.skipif(gpu_available(), reason="a GPU is visible")
+def test_device_gpu_without_a_gpu(capsys):
+    fails(capsys, "solve", "--n", "20", "--device", "gpu", match="needs CuPy and a CUDA GPU")
+    pytest.importorskip("distributed")
+    fails(capsys, "solve", "--n", "20", "--device", "gpu", "--workers", "1", match="needs CuPy and a CUDA GPU")
+
+
+def test_bench_plot_without_matplotlib_is_refused_before_the_benchmark(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    fails(capsys, "bench", "--n", "20", "--solvers", "dlap", "--repeat", "1", "--plot", str(tmp_path / "p.png"),
+          match="pip install 'dlap[plot]'")
+    fails(capsys, "bench", "--n", "20", "--plot", str(tmp_path / "p.jpg"), match="unknown format '.jpg'")
+    fails(capsys, "bench", "--n", "20", "--json", str(tmp_path / "no" / "b.jsonl"), match="no such folder")
+
+
+def test_bench_plot_writes_a_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "p.png"
+    assert cli.main(["bench", "--n", "20", "--families", "uniform:1", "--solvers", "dlap", "--repeat", "1",
+                     "--plot", str(path)]) == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.png"]
+
+
+def test_bench_without_scipy_skips_it(capsys, monkeypatch):
+    for name in [m for m in sys.modules if m == "scipy" or m.startswith("scipy.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    assert cli.main(["bench", "--n", "20", "--families", "uniform:1", "--solvers", "dlap", "scipy",
+                     "--repeat", "1"]) == 0
+    assert "scipy is not installed (pip install scipy): skipped" in capsys.readouterr().out
+
+
+def test_an_unreachable_scheduler_is_one_line_within_the_connect_timeout():
+    pytest.importorskip("distributed")
+    with socket.socket() as s:  # a port no one listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.perf_counter()
+    done = command("solve", "--n", "20", "--scheduler", f"tcp://127.0.0.1:{port}", timeout=120)
+    assert done.returncode == 2 and time.perf_counter() - start < 40
+    assert done.stderr.startswith(f"dlap: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}")
+    assert done.stderr.count("\n") == 1 and done.stdout == ""
+
+
+def test_ctrl_c_during_a_solve_is_one_line_and_exit_130():
+    """SIGINT once the solve is under way (its progress bar shows after a second of solving):
+    Machol-Wien n = 2000 by the classical variant takes minutes."""
+    child = subprocess.Popen([sys.executable, "-m", "dlap", "solve", "--family", "machol-wien", "--n", "2000",
+                              "--method", "classical"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stderr.read(len("\rdlap solve")) == b"\rdlap solve"  # blocks until the bar appears
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+        child.stderr.close()
+    assert child.returncode == 130
+    assert err.decode().rstrip().endswith("dlap: interrupted") and b"Traceback" not in err
+    assert out == b""
+
+
+def test_errors_show_the_traceback_on_request(tmp_path):
+    done = command("solve", str(tmp_path / "nope.npy"), env={**__import__("os").environ, "DLAP_TRACEBACK": "1"})
+    assert done.returncode == 1 and "Traceback" in done.stderr and "FileError: no such file" in done.stderr
+
+
+def test_a_generated_empty_matrix_is_solved_not_refused(capsys):
+    assert cli.main(["solve", "--n", "0", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["shape"] == [0, 0] and info["objective"] == 0

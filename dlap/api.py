@@ -243,22 +243,22 @@ def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **o
     device's kernels for this matrix are not loaded, the start is made in NumPy and is the answer
     unless there is time to load them (:mod:`dlap.dgs.loading`)."""
     from .dgs import loading
+    from .hungarian.phases import PhaseTimer
 
     initial = None
     if deadline < np.inf and not loading.kernels_ready(device, problem.matrix):
-        with _phase_seconds(stats, "host_start"):
+        with PhaseTimer(stats)("host_start"):
             initial, u, v = loading.host_start(problem, deadline)
         left = deadline - time.perf_counter()
         complete = bool((initial >= 0).all())  # else forbidden pairs: only the device's repair finishes it
-        if left < loading.LOAD_MIN_SECONDS and complete:
+        if complete and left < loading.LOAD_MIN_SECONDS:
             loading.warn_not_loaded(device, problem.matrix)
-            stats.method, stats.time_limit_reached = "dgs", True
-            return _on_device(problem, initial, u, v)
+            return _start_is_the_answer(problem, stats, initial, u, v)
         loader = loading.load_in_background(device, problem.matrix)
-        if not loader.wait(left * (1 - loading.WAKE_MARGIN)) and complete:
-            stats.method, stats.time_limit_reached = "dgs", True
-            return _on_device(problem, initial, u, v)
-        loader.wait(np.inf)
+        if not loader.wait(left * (1 - loading.WAKE_MARGIN)):
+            if complete:
+                return _start_is_the_answer(problem, stats, initial, u, v)
+            loader.wait(np.inf)
     backend = _backend(device)
     with _host_threads(backend, problem) as threads:
         stats.threads = threads or 0
@@ -267,20 +267,15 @@ def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **o
     return solution
 
 
-def _on_device(problem: Problem, *arrays):
-    """Host arrays, moved to the GPU when the caller's matrix is there."""
+def _start_is_the_answer(problem: Problem, stats: Stats, *arrays):
+    """DGS stopped at its deadline with the host start: its arrays, on the GPU when the caller's
+    matrix is there."""
+    stats.method, stats.time_limit_reached = "dgs", True
     if not problem.on_device:
         return arrays
     import cupy
 
     return tuple(cupy.asarray(a) for a in arrays)
-
-
-@contextlib.contextmanager
-def _phase_seconds(stats: Stats, phase: str):
-    started = time.perf_counter()
-    yield
-    stats.add(phase, time.perf_counter() - started)
 
 
 def _run_dgs(backend, problem: Problem, stats: Stats, deadline: float, **options):

@@ -71,15 +71,12 @@ def load_dgs_kernels(dtype="float64", device: str = "auto") -> None:
     writable or read-only (memory-mapped), so that ``solve(method="dgs", time_limit=...)``
     switches from its first call. Takes 0.3 to 1 s once per process (more on a machine's first
     run, which compiles them into the disk cache); a no-op for what is loaded already."""
-    from ..api import DEVICES, MSG_NO_GPU, gpu_available
+    from ..api import DEVICES, _check_choice, choose_device, gpu_available
     from ..problem import working_dtype
 
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(map(repr, DEVICES))}; got {device!r}")
-    if device == "auto":
-        device = "gpu" if gpu_available() else "cpu"
-    elif device == "gpu" and not gpu_available():
-        raise RuntimeError(MSG_NO_GPU)
+    _check_choice("device", device, DEVICES)
+    # "auto" means the GPU whenever one is visible, not only for large matrices as for a solve
+    device = "gpu" if device == "auto" and gpu_available() else choose_device(np.zeros((1, 1)), device)
     dtype = np.dtype(dtype)
     for solved in dict.fromkeys(working_dtype(dtype, maximize) for maximize in (False, True)):
         for writeable in (True, False) if device == "cpu" else (True,):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..api import DEVICES
+from ..api import DEVICES, _check_choice
 from ..api import MSG_NO_GPU as NO_GPU
 from ..result import Assignment, Certificate, Stats
 from .cluster import connected, gpus_visible, worker_addresses
@@ -82,10 +82,8 @@ def solve(
     are aborted first, so none is left blocked and the cluster stays usable. ``RuntimeError``
     for ``device="gpu"`` where a rank's worker sees no GPU.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}")
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(map(repr, DEVICES))}; got {device!r}")
+    _check_choice("method", method, METHODS)
+    _check_choice("device", device, DEVICES)
     if device == "gpu" and client is None and scheduler is None and gpus_visible() == 0:
         raise RuntimeError(NO_GPU)
     source = as_source(cost)

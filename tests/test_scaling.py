@@ -189,3 +189,15 @@ def test_a_float_answer_that_cannot_prove_itself_is_solved_again():
         stats = dlap.solve(generate.family(family, 300, seed=2), maximize=family in generate.MAXIMIZE,
                            method="scaling").stats
         assert stats.method == "scaling" and "scaling_imprecise" not in stats.phase_counts
+
+
+def test_an_optimum_of_cost_zero_proves_itself():
+    """An optimum of cost 0 leaves proves_itself no tolerance: the float identity matrix always
+    fell back to the tree variant (twice the work, and a different tie-break from the same
+    matrix in bool, which scipy's own suite compares). Every row at its row's minimum is optimal
+    without arithmetic."""
+    identity = np.identity(7)
+    result = assert_same_optimum(identity, method="scaling")
+    assert result.stats.method == "scaling" and "scaling_imprecise" not in result.stats.phase_counts
+    bools = dlap.solve(identity.astype(bool), method="scaling", device="cpu")
+    np.testing.assert_array_equal(result.col_ind, bools.col_ind)

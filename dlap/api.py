@@ -8,9 +8,10 @@ import time
 
 import numpy as np
 
+from .certificate import exact_sum
 from .dgs import STARTS, SWITCHINGS
 from .problem import InfeasibleError, Problem, array_module, is_device_array, prepare
-from .result import Assignment, Stats
+from .result import Assignment, MatrixReference, Stats
 
 METHODS = ("auto", "classical", "tree", "hybrid", "scaling", "dgs")
 DEVICES = ("auto", "cpu", "gpu")
@@ -133,6 +134,7 @@ def solve(
             raise ValueError("switching='sequential' runs on the CPU; use device='cpu' or switching='parallel'")
         device = "cpu"
     device = choose_device(cost, device)
+    reference = MatrixReference(cost)  # the caller's own array (a view dlap makes of it dies at once)
     if device == "cpu" and is_device_array(cost):
         cost = cost.get()  # the CPU solves a host copy; results go back to the caller's GPU
     problem = prepare(cost, maximize)
@@ -148,11 +150,10 @@ def solve(
         with _host_threads(backend, problem) as threads:
             stats.threads = threads or 0
             row_match, u, v = _run(backend, problem, stats, method, init, roots, progress)
-    result = _assignment(problem, row_match, u, v, stats)
+    result = _assignment(problem, row_match, u, v, stats, reference)
     if method == "dgs":
         result.heuristic = True
-        bound = float(u.sum() + v.sum())
-        result.lower_bound = -bound if problem.maximize else bound
+        result.lower_bound = exact_sum(result.row_duals) + exact_sum(result.col_duals)
     stats.seconds = time.perf_counter() - started
     return result
 
@@ -346,7 +347,7 @@ class _progress_bar:
         return False
 
 
-def _assignment(problem: Problem, row_match, u, v, stats: Stats) -> Assignment:
+def _assignment(problem: Problem, row_match, u, v, stats: Stats, reference: MatrixReference) -> Assignment:
     """Map the internal solution (min form, rows <= cols) back to the caller's matrix.
 
     The arrays are of the caller's kind: CuPy for a CuPy matrix (whatever device solved it).
@@ -355,25 +356,32 @@ def _assignment(problem: Problem, row_match, u, v, stats: Stats) -> Assignment:
     xp = array_module(original)
     rows = xp.arange(problem.n_rows, dtype=np.int64)
     cols = xp.asarray(row_match, dtype=np.int64)
-    row_duals, col_duals = xp.array(u, dtype=np.float64), xp.array(v, dtype=np.float64)
+    row_duals, col_duals = _caller_duals(problem, xp.asarray(u), xp.asarray(v))
     if problem.transposed:
         order = xp.argsort(cols)  # a permutation's values are distinct: any sort is stable
         rows, cols = cols[order], rows[order]
         row_duals, col_duals = col_duals, row_duals
-    if problem.maximize:
-        row_duals, col_duals = -row_duals, -col_duals
-    picked = original[rows, cols]
-    if original.dtype.kind in "biu":
-        objective = int(sum(picked.tolist()))  # Python ints: exact for every integer dtype
-    else:
-        objective = float(picked.astype(np.float64).sum())
     return Assignment(
         row_ind=rows,
         col_ind=cols,
-        objective=objective,
+        objective=exact_sum(original[rows, cols]),
         row_duals=row_duals,
         col_duals=col_duals,
         stats=stats,
         maximize=problem.maximize,
-        cost=original,
+        matrix_ref=reference,
     )
+
+
+def _caller_duals(problem: Problem, u, v):
+    """The solver's float64 duals of the matrix it solved as the caller's: for integer costs whole
+    numbers in int64, the matrix's offset given back to the rows (every row is assigned, so the
+    longer side's duals keep their sign); negated when maximising."""
+    sign = -1 if problem.maximize else 1
+    if problem.is_integer:
+        xp = array_module(u)
+        u = xp.rint(u).astype(np.int64) + np.int64(problem.offset)
+        v = xp.rint(v).astype(np.int64)
+    else:
+        u, v = u.astype(np.float64), v.astype(np.float64)
+    return sign * u, sign * v

@@ -44,8 +44,10 @@ def _instance(args) -> tuple:
     return cost, f"{label} {size} seed={args.seed}" + (", maximised" if maximize else ""), maximize
 
 
-def _report(result, label: str, seconds: float, as_json: bool) -> dict:
-    cert = result.verify()
+def _report(result, label: str, seconds: float, as_json: bool, cost=None) -> dict:
+    """Print the solve's summary and certificate (checked against ``cost``, or, for a Dask solve,
+    the ranks' certificate); return it as a dict."""
+    cert = result.verify(cost)
     info = {
         "instance": label,
         "shape": [len(result.row_duals), len(result.col_duals)],
@@ -101,7 +103,7 @@ def cmd_solve(args) -> int:
     start = time.perf_counter()
     result = solve(cost, maximize=maximize, method=args.method, device=args.device, progress=True, **dgs)
     seconds = time.perf_counter() - start
-    info = _report(result, label, seconds, args.json)
+    info = _report(result, label, seconds, args.json, cost)
     if args.out:
         write_solution(args.out, result)
     return 0 if info["optimal"] or result.heuristic else 1  # a heuristic claims no optimality
@@ -177,7 +179,7 @@ def cmd_demo(args) -> int:
     start = time.perf_counter()
     result = solve(cost, device=device, progress=True)
     seconds = time.perf_counter() - start
-    info = _report(result, f"uniform f=1 n={args.n} seed={args.seed}", seconds, args.json)
+    info = _report(result, f"uniform f=1 n={args.n} seed={args.seed}", seconds, args.json, cost)
     return 0 if info["optimal"] else 1
 
 

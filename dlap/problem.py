@@ -7,9 +7,16 @@ messages, and never writes to the caller's array (a copy is made whenever the ma
 negated, transposed or converted).
 
 Dtype policy (DESIGN.md, "Input dtype kept"): int32, int64, float32 and float64 stay as they are, so
-a 4-byte matrix is read as 4 bytes; smaller integers and bool widen to int32, uint32 to int64,
-float16 to float32. uint64 follows scipy and becomes float64. Integer matrices are solved exactly
-while their entries stay below 2**53 in magnitude (the duals are float64).
+a 4-byte matrix is read as 4 bytes; smaller integers and bool widen to int32, uint32 and uint64 to
+int64, float16 to float32. longdouble is refused, as scipy refuses it.
+
+Integer range: integer matrices are solved and certified exactly (objective, duals and certificate
+are integers) when every entry lies within ``±MAX_INTEGER_MAGNITUDE`` (2**62) and the entries span at
+most ``MAX_INTEGER_SPAN`` (2**51: the solvers keep integral duals in float64, and reduced costs of
+a few spans must stay exact there). Entries beyond ``±MAX_INTEGER_SPAN`` are solved as
+``c - min(c)`` (``maximize``: ``max(c) - c``, so that no negation overflows), the offset given back
+to the duals. A matrix outside the range is refused with a ValueError naming its entries; scipy would
+round it to float64 silently, which the message offers as the way to solve it approximately.
 
 A CuPy array is validated and normalised on its GPU (the same rules, the same errors); copies it
 needs there are refused before allocation when they do not fit in free device memory.
@@ -28,6 +35,16 @@ MSG_INVALID = "matrix contains invalid numeric entries"
 MSG_INFEASIBLE = "cost matrix is infeasible"
 
 _ROW_BLOCK_ELEMENTS = 1 << 22  # rows scanned per NaN/inf check block, ~32 MB of float64
+
+#: integer entries solved exactly lie within ± this (the duals, which carry the entries' offset, are int64)
+MAX_INTEGER_MAGNITUDE = 2**62
+#: and span (max - min) at most this (reduced costs of a few spans stay exact in the solvers' float64)
+MAX_INTEGER_SPAN = 2**51
+MSG_INTEGER_RANGE = (
+    "integer costs from {lo} to {hi} are outside the range dlap solves exactly (entries within "
+    "+-2**62, max - min at most 2**51); convert the matrix to float64 to solve it in floating "
+    "point, as scipy does"
+)
 
 
 class CostShape:
@@ -48,14 +65,16 @@ class Problem:
 
     ``matrix`` has ``n_rows <= n_cols`` and is C-contiguous; ``transposed`` says whether it is the
     caller's matrix transposed, ``maximize`` whether it is the caller's matrix negated.
-    ``original`` keeps a reference (never a copy, never written) to the caller's array for
-    :meth:`dlap.Assignment.verify`.
+    ``original`` is the caller's array (never a copy, never written), from which the objective is
+    summed. ``offset`` (integer matrices far from 0) is what the matrix was shifted by:
+    ``(-1 if maximize else 1) * caller's entry == matrix entry + offset``.
     """
 
     matrix: np.ndarray  # or a CuPy array, when the caller's matrix is on a GPU
     transposed: bool
     maximize: bool
     original: np.ndarray
+    offset: int = 0
 
     @property
     def on_device(self) -> bool:
@@ -113,9 +132,9 @@ def as_cost_array(cost) -> np.ndarray:
         arr = cost if is_device_array(cost) else np.asarray(cost)
     else:
         arr = np.asarray(cost)
-        if arr.dtype.kind not in "biuf":
+        if arr.dtype.kind not in "biuf" or arr.dtype.itemsize > 8:
             arr = np.asarray(cost, dtype=np.float64)
-    if arr.dtype.kind not in "biuf":
+    if arr.dtype.kind not in "biuf" or arr.dtype.itemsize > 8:  # longdouble: scipy's TypeError too
         raise TypeError(
             f"Cannot cast array data from {arr.dtype!r} to dtype('float64') "
             "according to the rule 'safe'"
@@ -137,9 +156,7 @@ def working_dtype(dtype: np.dtype, maximize: bool) -> np.dtype:
     if kind == "f":
         return np.dtype(np.float32 if size <= 4 else np.float64)
     if kind == "u":
-        if size == 8:
-            return np.dtype(np.float64)
-        return np.dtype(np.int64 if size == 4 or maximize else np.int32)
+        return np.dtype(np.int64 if size >= 4 or maximize else np.int32)
     # signed integers
     if size < 4:
         return np.dtype(np.int32)
@@ -165,6 +182,33 @@ def check_entries(matrix: np.ndarray) -> None:
             raise ValueError(MSG_INVALID)
 
 
+def integer_offset(matrix, maximize: bool) -> int:
+    """For an integer matrix: what it must be shifted by so that the solvers see entries in
+    ``[0, span]`` (0 when its entries are within ``±MAX_INTEGER_SPAN``: no shift, no copy).
+    Raises ValueError (:data:`MSG_INTEGER_RANGE`) outside the range solved exactly. Only 8-byte
+    integers can leave it, so only they cost a pass over the matrix."""
+    if matrix.dtype.kind not in "iu" or matrix.dtype.itemsize < 8 or matrix.size == 0:
+        return 0
+    lo, hi = int(matrix.min()), int(matrix.max())
+    if max(-lo, hi) > MAX_INTEGER_MAGNITUDE or hi - lo > MAX_INTEGER_SPAN:
+        raise ValueError(MSG_INTEGER_RANGE.format(lo=lo, hi=hi))
+    if max(-lo, hi) <= MAX_INTEGER_SPAN:
+        return 0
+    return -hi if maximize else lo
+
+
+def shifted(matrix, offset: int, maximize: bool, dtype):
+    """``sign * matrix - offset`` in ``dtype`` (every entry is within ±2**62 and the result within
+    ``[0, span]``, so int64 holds every step)."""
+    xp = array_module(matrix)
+    wide = matrix.astype(np.int64)  # a copy, written in place from here on
+    if maximize:
+        xp.negative(wide, out=wide)
+    if offset:
+        wide -= np.int64(offset)
+    return xp.ascontiguousarray(wide, dtype=dtype)
+
+
 def prepare(cost, maximize: bool = False) -> Problem:
     """Validate ``cost`` and return the minimisation problem a solver works on.
 
@@ -187,10 +231,13 @@ def prepare(cost, maximize: bool = False) -> Problem:
         from .backends.gpu import require_device_memory
 
         require_device_memory(original.size * dtype.itemsize, f"a copy of the {original.shape} cost matrix")
-    if maximize:
-        # negation writes a new array; the caller's matrix is untouched.
-        matrix = xp.negative(matrix, dtype=dtype) if dtype.kind == "f" else -matrix.astype(dtype)
+    offset = integer_offset(original, bool(maximize))
+    if offset or (maximize and dtype.kind == "i"):
+        # a new array; the caller's matrix is untouched
+        matrix = shifted(matrix, offset, bool(maximize), dtype)
+    elif maximize:
+        matrix = xp.negative(matrix, dtype=dtype)
     # no copy when the caller's matrix is already contiguous in the working dtype: solvers only read it.
     matrix = xp.ascontiguousarray(matrix, dtype=dtype)
     check_entries(matrix)
-    return Problem(matrix=matrix, transposed=transposed, maximize=bool(maximize), original=original)
+    return Problem(matrix=matrix, transposed=transposed, maximize=bool(maximize), original=original, offset=offset)

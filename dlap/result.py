@@ -1,20 +1,23 @@
 """The result of a solve: the assignment, its duals, what the solver did, and its certificate.
 
-``Assignment.verify()`` checks the LP optimality conditions of Date & Nagi (2016), section 2
-(dual feasibility u_i + v_j <= c_ij and complementary slackness on the assigned pairs), and computes
-a rigorous lower bound from the column duals alone (u'_i = min_j (c_ij - v_j) is dual feasible by
-construction), so the reported gap is a true bound on how far the assignment can be from optimal.
+``Assignment.verify()`` recomputes the certificate from the matrix, the indices and the duals
+(:mod:`dlap.certificate`).
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .certificate import BLOCK_ELEMENTS, Certificate, certify
 from .problem import array_module
 
-_BLOCK_ELEMENTS = 1 << 22  # matrix entries per block when verifying (bounded temporaries)
+MSG_MATRIX_GONE = (
+    "verify(): the solved matrix is gone (a result references it weakly, so as not to keep a large "
+    "matrix alive); pass it: result.verify(cost)"
+)
 
 
 @dataclass
@@ -64,30 +67,27 @@ class Stats:
         }
 
 
-@dataclass(frozen=True)
-class Certificate:
-    """The optimality certificate of an assignment.
+class MatrixReference:
+    """A weak reference to a solved matrix, for :meth:`Assignment.verify`: a copy of the result
+    shares it, a pickle holds it as gone (a pickle cannot hold a weak reference), and a matrix
+    type that cannot be referenced weakly is simply not referenced."""
 
-    ``primal`` is the assignment's objective and ``lower_bound`` a value no assignment can beat
-    (for ``maximize``: an upper bound no assignment can exceed); ``gap = |primal - lower_bound|``.
-    ``max_dual_violation`` and ``max_slackness_violation`` measure how far the solver's own duals
-    are from exact feasibility and complementary slackness (0 for integer costs).
-    """
+    __slots__ = ("_ref",)
 
-    primal: float
-    lower_bound: float
-    gap: float
-    relative_gap: float
-    max_dual_violation: float
-    max_slackness_violation: float
-    optimal: bool
+    def __init__(self, matrix=None):
+        try:
+            self._ref = None if matrix is None else weakref.ref(matrix)
+        except TypeError:
+            self._ref = None
 
-    def __str__(self) -> str:
-        verdict = "optimal" if self.optimal else "NOT proven optimal"
-        return (
-            f"{verdict}: objective {self.primal:.12g}, dual bound {self.lower_bound:.12g}, "
-            f"gap {self.gap:.3g} (relative {self.relative_gap:.3g})"
-        )
+    def __call__(self):
+        return None if self._ref is None else self._ref()
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        return MatrixReference, ()
 
 
 @dataclass
@@ -97,8 +97,10 @@ class Assignment:
     Attributes
     ----------
     row_ind, col_ind : int64 arrays, ``row_ind`` sorted (scipy's convention).
-    objective : the total cost ``cost[row_ind, col_ind].sum()`` (an int for integer costs).
-    row_duals, col_duals : float64 duals of the caller's problem: ``u_i + v_j <= c_ij`` when
+    objective : the total cost ``cost[row_ind, col_ind].sum()``, exactly: a Python int for integer
+        costs, the correctly rounded sum for float costs.
+    row_duals, col_duals : duals of the caller's problem (int64 for integer costs, exact; float64
+        otherwise): ``u_i + v_j <= c_ij`` when
         minimising (``>=`` when maximising), equality on assigned pairs, and on the longer side of a
         rectangular matrix ``v_j <= 0`` (``>= 0`` when maximising), 0 where unassigned.
     stats : :class:`Stats`.
@@ -108,6 +110,8 @@ class Assignment:
     lower_bound : heuristics only: the value of those reduction duals, a bound no assignment can
         beat (an upper bound when maximising); ``abs(objective - lower_bound)`` is the most the
         assignment can be from the optimum.
+    matrix_ref : a weak reference to the solved matrix (:class:`MatrixReference`), for
+        :meth:`verify`.
     """
 
     row_ind: np.ndarray
@@ -119,74 +123,28 @@ class Assignment:
     maximize: bool = False
     heuristic: bool = False
     lower_bound: float | None = None
-    cost: np.ndarray | None = field(default=None, repr=False)
+    matrix_ref: MatrixReference = field(default_factory=MatrixReference, repr=False, compare=False)
 
     def __iter__(self):
         """Unpack as scipy does: ``rows, cols = dlap.solve(c)``."""
         return iter((self.row_ind, self.col_ind))
 
     def verify(self, cost=None, rtol: float = 1e-9) -> Certificate:
-        """Check dual feasibility and complementary slackness; return a :class:`Certificate`.
+        """Prove the assignment optimal from the matrix, the indices and the duals alone, trusting
+        nothing else the solver stored (:func:`dlap.certificate.certify`): a permutation of the
+        right size, the objective summed again, every entry's dual feasibility, complementary
+        slackness, and a lower bound of its own. Integer costs are certified exactly; float costs
+        within ``rtol``.
 
-        ``cost`` defaults to the matrix that was solved. Integer costs must close the gap exactly;
-        float costs within ``rtol`` of the magnitudes summed (objective, assigned costs, duals).
+        ``cost`` defaults to the matrix that was solved, which the result references weakly (it
+        does not keep a large matrix alive): once the caller has dropped it, pass it here.
         """
-        c = self.cost if cost is None else cost
-        xp = array_module(c)  # a CuPy matrix is checked on its GPU
-        c = xp.asarray(c)
-        if c.ndim != 2 or c.size == 0:
-            return Certificate(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, True)
-        sign = -1.0 if self.maximize else 1.0
-        u = sign * xp.asarray(self.row_duals, dtype=np.float64)
-        v = sign * xp.asarray(self.col_duals, dtype=np.float64)
-        primal = sign * float(self.objective)
-        # Work in the orientation where rows <= cols: there every row is assigned and the column
-        # duals of a rectangular problem must be <= 0 (LP dual of sum_i x_ij <= 1).
-        rows, cols = xp.asarray(self.row_ind), xp.asarray(self.col_ind)
-        if c.shape[0] > c.shape[1]:
-            c, u, v, rows, cols = c.T, v, u, cols, rows
-        assigned = xp.zeros(c.shape[1], dtype=bool)
-        assigned[xp.asarray(cols)] = True
-        rectangular = c.shape[0] < c.shape[1]
-        v_bounded = xp.minimum(v, 0.0) if rectangular else v
-        slack_cs = 0.0
-        if rectangular:
-            slack_cs = _max0(xp.abs(v[~assigned]))
-        matched = sign * c[rows, cols].astype(np.float64)
-        slack_cs = max(slack_cs, _max0(xp.abs(matched - u[rows] - v[cols])))
+        c = cost if cost is not None else self.matrix_ref()
+        if c is None:
+            raise ValueError(MSG_MATRIX_GONE)
+        return certify(c, self.row_ind, self.col_ind, self.objective, self.row_duals, self.col_duals,
+                       maximize=self.maximize, heuristic=self.heuristic, rtol=rtol)
 
-        # dual feasibility of the solver's duals, and the repaired duals u'_i = min_j (c_ij - v_j)
-        violation = 0.0
-        u_repaired = xp.empty_like(u)
-        step = max(1, _BLOCK_ELEMENTS // c.shape[1])
-        for start in range(0, c.shape[0], step):
-            block = sign * c[start : start + step].astype(np.float64)
-            reduced = block - v_bounded[None, :]
-            u_repaired[start : start + step] = reduced.min(axis=1)
-            reduced -= u[start : start + step, None]
-            violation = max(violation, float(-reduced.min()))
-        violation = max(violation, 0.0, _max0(v) if rectangular else 0.0)
-        bound = float(u_repaired.sum() + v_bounded.sum())
-        gap = abs(primal - bound)
-        # rounding in the bound grows with the magnitudes summed, not with the (possibly
-        # cancelling) objective: scale the gap by the largest of them
-        scale = max(
-            abs(primal), float(xp.abs(matched).sum()),
-            float(xp.abs(u_repaired).sum() + xp.abs(v_bounded).sum()), 1e-300,
-        )
-        if np.issubdtype(c.dtype, np.integer) or c.dtype == bool:
-            optimal = gap < 1.0  # integer objectives differ by at least 1: a gap below 1 closes it
-        else:
-            optimal = gap <= rtol * scale
-        return Certificate(
-            primal=sign * primal,
-            lower_bound=sign * bound,
-            gap=gap,
-            relative_gap=gap / scale,
-            max_dual_violation=violation,
-            max_slackness_violation=slack_cs,
-            optimal=bool(optimal and np.isfinite(bound)),
-        )
 
 
 def row_minima(c, v):
@@ -195,12 +153,7 @@ def row_minima(c, v):
     feasible, whose sum with ``v``'s bounds the optimum from below."""
     xp = array_module(c)
     out = xp.empty(c.shape[0])
-    step = max(1, _BLOCK_ELEMENTS // max(c.shape[1], 1))
+    step = max(1, BLOCK_ELEMENTS // max(c.shape[1], 1))
     for start in range(0, c.shape[0], step):
         out[start : start + step] = (c[start : start + step].astype(np.float64) - v[None, :]).min(axis=1)
     return out
-
-
-def _max0(x) -> float:
-    """max(0, largest entry of x) for NumPy and CuPy arrays (CuPy's max has no ``initial``)."""
-    return max(0.0, float(x.max())) if x.size else 0.0

@@ -124,9 +124,14 @@ def test_solve_returns_an_assignment_that_unpacks_like_scipy():
     rows, cols = result
     assert rows.tolist() == [0, 1, 2] and cols.tolist() == [1, 0, 2]
     assert result.objective == 5 and isinstance(result.objective, int)
-    assert result.row_duals.dtype == result.col_duals.dtype == np.float64
-    # the duals prove optimality: their sum is the objective
+    # integer costs have integer duals, exactly (float costs float64 ones); their sum is the objective
+    assert result.row_duals.dtype == result.col_duals.dtype == np.int64
     assert result.row_duals.sum() + result.col_duals.sum() == 5
+    assert dlap.solve(np.asarray(cost, dtype=float)).col_duals.dtype == np.float64
+    # a list is converted by dlap, so the result cannot reference it: verify() asks for it
+    with pytest.raises(ValueError, match=r"pass it: result.verify\(cost\)"):
+        result.verify()
+    assert result.verify(cost).optimal
 
 
 @pytest.mark.parametrize("name, value", [("method", "munkres"), ("device", "tpu"), ("init", "x")])

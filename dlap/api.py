@@ -11,7 +11,7 @@ import numpy as np
 from .certificate import exact_sum
 from .dgs import STARTS, SWITCHINGS
 from .problem import InfeasibleError, Problem, array_module, is_device_array, prepare
-from .result import Assignment, MatrixReference, Stats
+from .result import Assignment, MatrixReference, Stats, caller_duals
 
 METHODS = ("auto", "classical", "tree", "hybrid", "scaling", "dgs")
 DEVICES = ("auto", "cpu", "gpu")
@@ -356,7 +356,8 @@ def _assignment(problem: Problem, row_match, u, v, stats: Stats, reference: Matr
     xp = array_module(original)
     rows = xp.arange(problem.n_rows, dtype=np.int64)
     cols = xp.asarray(row_match, dtype=np.int64)
-    row_duals, col_duals = _caller_duals(problem, xp.asarray(u), xp.asarray(v))
+    row_duals, col_duals = caller_duals(xp.asarray(u), xp.asarray(v), integer=problem.is_integer,
+                                        offset=problem.offset, maximize=problem.maximize)
     if problem.transposed:
         order = xp.argsort(cols)  # a permutation's values are distinct: any sort is stable
         rows, cols = cols[order], rows[order]
@@ -371,17 +372,3 @@ def _assignment(problem: Problem, row_match, u, v, stats: Stats, reference: Matr
         maximize=problem.maximize,
         matrix_ref=reference,
     )
-
-
-def _caller_duals(problem: Problem, u, v):
-    """The solver's float64 duals of the matrix it solved as the caller's: for integer costs whole
-    numbers in int64, the matrix's offset given back to the rows (every row is assigned, so the
-    longer side's duals keep their sign); negated when maximising."""
-    sign = -1 if problem.maximize else 1
-    if problem.is_integer:
-        xp = array_module(u)
-        u = xp.rint(u).astype(np.int64) + np.int64(problem.offset)
-        v = xp.rint(v).astype(np.int64)
-    else:
-        u, v = u.astype(np.float64), v.astype(np.float64)
-    return sign * u, sign * v

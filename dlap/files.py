@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import warnings
 from pathlib import Path
 
@@ -22,6 +23,9 @@ MATRIX_FORMATS = (".npy", ".csv", ".zarr")
 #: a solution: .npz (row_ind, col_ind, row_duals, col_duals), .csv (row,col lines), .json (all
 #: of it and the objective)
 SOLUTION_FORMATS = (".npz", ".csv", ".json")
+#: the attribute of a Zarr store dlap writes: false until its last chunk is written (stores from
+#: elsewhere have none and are read as they are)
+COMPLETE = "dlap_complete"
 
 
 class FileError(ValueError):
@@ -43,7 +47,7 @@ def read_matrix(path: str) -> np.ndarray:
         raise FileError(f"no such file: {path}")
     if p.is_dir() or p.suffix == ".zarr":
         try:
-            return np.asarray(_zarr().open_array(str(p), mode="r")[...])
+            return np.asarray(open_store(str(p))[...])
         except FileError:
             raise
         except Exception as e:  # zarr's errors for a folder that holds no array
@@ -101,10 +105,43 @@ def write_matrix(path: str, matrix: np.ndarray) -> None:
         fmt = "%d" if matrix.dtype.kind in "iub" else "%.17g"
         write_file(path, lambda f: np.savetxt(f, matrix, delimiter=",", fmt=fmt))
     else:
-        zarr = _zarr()
+        write_store(path, matrix)
+
+
+def write_store(path: str, matrix: np.ndarray) -> None:
+    """``matrix`` as a Zarr store at ``path``, whole or not at all: written into a temporary store
+    beside it and marked complete (:data:`COMPLETE`) once every chunk is there, then moved into
+    place; an old store at ``path`` is removed only after that (an interrupted write used to leave
+    the old store destroyed and a readable, zero-filled one in its place)."""
+    zarr = _zarr()
+    target = Path(path)
+    token = secrets.token_hex(4)
+    tmp, old = target.with_name(f".{target.name}.{token}.tmp"), target.with_name(f".{target.name}.{token}.old")
+    try:
         chunk = (max(1, min(matrix.shape[0], 4096)), max(1, min(matrix.shape[1], 4096)))
-        z = zarr.open_array(str(p), mode="w", shape=matrix.shape, chunks=chunk, dtype=matrix.dtype)
+        z = zarr.create_array(str(tmp), shape=matrix.shape, chunks=chunk, dtype=matrix.dtype,
+                              attributes={COMPLETE: False})  # marked from its first byte
         z[...] = matrix
+        z.attrs[COMPLETE] = True
+        if target.exists():
+            os.replace(target, old)
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            if old.exists():
+                os.replace(old, target)
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def open_store(path: str):
+    """The Zarr array at ``path`` (read only), refusing a store dlap began and never finished."""
+    array = _zarr().open_array(str(path), mode="r")
+    if array.attrs.get(COMPLETE) is False:
+        raise FileError(f"{path}: an incomplete Zarr store (writing it was interrupted); write it again")
+    return array
 
 
 def write_solution(path: str, result) -> None:

@@ -147,6 +147,21 @@ class Assignment:
 
 
 
+def caller_duals(u, v, *, integer: bool, offset: int, maximize: bool):
+    """A solver's float64 duals of the matrix it solved (NumPy or CuPy) as the caller's: for
+    integer costs whole numbers in int64 with the matrix's offset (:func:`dlap.problem.integer_offset`)
+    given back to the rows (every row is assigned, so the longer side's duals keep their sign);
+    negated when maximising."""
+    sign = -1 if maximize else 1
+    if integer:
+        xp = array_module(u)
+        u = xp.rint(u).astype(np.int64) + np.int64(offset)
+        v = xp.rint(v).astype(np.int64)
+    else:
+        u, v = u.astype(np.float64), v.astype(np.float64)
+    return sign * u, sign * v
+
+
 def row_minima(c, v):
     """``min_j (c_ij - v_j)`` for every row of ``c`` (NumPy or CuPy, in float64), a block of rows
     at a time so that no n x m temporary is made: the row duals that make the column duals ``v``

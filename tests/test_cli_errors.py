@@ -15,6 +15,7 @@ import pytest
 
 from dlap import cli, generate
 from dlap.api import gpu_available
+from dlap.files import read_matrix
 
 
 def fails(capsys, *argv, match: str) -> str:
@@ -200,3 +201,36 @@ def test_a_generated_empty_matrix_is_solved_not_refused(capsys):
     assert cli.main(["solve", "--n", "0", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["shape"] == [0, 0] and info["objective"] == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["sigkill", "sigint"])
+def test_an_interrupted_zarr_generate_keeps_the_old_store(tmp_path, sig):
+    """Issue 14: ``dlap generate --out g.zarr`` interrupted at any point destroyed the old store
+    and left a readable, zero-filled one that ``dlap solve`` accepted. The store is written beside
+    the old one and moved into place once complete; a store left unfinished is refused."""
+    pytest.importorskip("zarr")
+    store = tmp_path / "g.zarr"
+    assert command("generate", "--n", "40", "--out", str(store)).returncode == 0
+    old = read_matrix(str(store))
+    child = subprocess.Popen([sys.executable, "-m", "dlap", "generate", "--n", "6000", "--out", str(store)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.perf_counter() + 120
+        while not list(tmp_path.glob(".g.zarr.*.tmp/zarr.json")):  # the new store is being written
+            assert child.poll() is None and time.perf_counter() < deadline, "the write ended before it was seen"
+            time.sleep(0.005)
+        child.send_signal(sig)
+        child.wait(30)
+    finally:
+        child.kill()
+        child.wait()
+        child.stderr.close()
+    assert np.array_equal(read_matrix(str(store)), old), "the old store was touched"
+    left = list(tmp_path.glob(".g.zarr.*.tmp"))
+    if sig == signal.SIGINT:
+        assert child.returncode == 130 and left == []  # the interrupted write cleans up after itself
+    else:
+        assert left, "SIGKILL leaves the temporary store"  # (it is hidden, and refused:)
+        done = command("solve", str(left[0]))
+        assert done.returncode == 2 and "incomplete Zarr store" in done.stderr

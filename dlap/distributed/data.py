@@ -15,12 +15,13 @@ lives, so only that share crosses the network (over NVLink with ``protocol="ucx"
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..problem import MSG_NOT_2D, working_dtype
+from ..problem import MSG_NOT_2D, integer_offset, working_dtype
 from .engine import prepare_slab
 
 
@@ -39,9 +40,9 @@ def as_source(cost) -> Source:
     import dask.array as da
 
     if isinstance(cost, (str, os.PathLike)):
-        import zarr
+        from ..files import open_store
 
-        cost = zarr.open_array(os.fspath(cost), mode="r")
+        cost = open_store(os.fspath(cost))
     if type(cost).__module__.split(".")[0] == "zarr":
         array, is_zarr = cost, True
     elif isinstance(cost, da.Array):
@@ -52,13 +53,31 @@ def as_source(cost) -> Source:
             f"got {type(cost).__name__} (use dlap.solve for in-memory matrices)"
         )
     dtype = np.dtype(array.dtype)
-    if dtype.kind not in "biuf":
+    if dtype.kind not in "biuf" or dtype.itemsize > 8:
         raise TypeError(
             f"Cannot cast array data from dtype({str(dtype)!r}) to dtype('float64') according to the rule 'safe'"
         )
     if len(array.shape) != 2:
         raise ValueError(MSG_NOT_2D.format(ndim=len(array.shape)))
+    if any(math.isnan(extent) for extent in array.shape):
+        raise ValueError(
+            f"the dask array's chunk sizes are unknown (shape {array.shape}, e.g. after boolean "
+            "indexing); call cost.compute_chunk_sizes() first"
+        )
     return Source(shape=tuple(int(s) for s in array.shape), dtype=dtype, array=array, is_zarr=is_zarr)
+
+
+def source_offset(client, source: Source, maximize: bool) -> int:
+    """:func:`dlap.problem.integer_offset` of the whole matrix (ValueError outside the integer
+    range solved exactly): for 8-byte integers only, from its minimum and maximum computed on the
+    workers (one pass over the matrix; no other dtype can leave the range)."""
+    if source.dtype.kind not in "iu" or source.dtype.itemsize < 8:
+        return 0
+    import dask.array as da
+
+    array = da.from_zarr(source.array) if source.is_zarr else source.array
+    lo, hi = client.compute([array.min(), array.max()], sync=True)
+    return integer_offset(np.array([int(lo), int(hi)], dtype=source.dtype), maximize)
 
 
 def slab_bounds(source: Source, axis: int, n_ranks: int) -> tuple[int, ...]:
@@ -73,13 +92,20 @@ def slab_bounds(source: Source, axis: int, n_ranks: int) -> tuple[int, ...]:
 
 
 def chunk_holders(client, source: Source) -> dict[tuple[int, int], str] | None:
-    """For a dask array whose every chunk is in a worker's memory (persisted): the worker that
-    holds each chunk, by chunk index. None for any other input (generated, derived or Zarr)."""
+    """For a dask array the caller has persisted (its graph holds a future for every chunk): the
+    worker that holds each chunk, by chunk index. None for any other input (generated, derived or
+    Zarr), even where its chunks' keys are in memory: held by futures the caller may be dropping
+    (a persisted copy of the same array going out of scope), they can be forgotten while the
+    solve reads them, which cancelled the solve (issue 14)."""
     if source.is_zarr:
         return None
     from dask.core import flatten
+    from distributed import Future
 
     keys = list(flatten(source.array.__dask_keys__()))
+    graph = source.array.__dask_graph__()
+    if not all(isinstance(graph.get(key), Future) for key in keys):
+        return None
     who = client.sync(client.scheduler.who_has, keys=keys)
     if not all(who.get(key) for key in keys):
         return None
@@ -192,7 +218,7 @@ def read_zarr_region(array, region: tuple[slice, slice], gpu: bool):
     return block if isinstance(block, cupy.ndarray) else cupy.asarray(block)
 
 
-def make_slab(block, gpu: bool, maximize: bool, transposed: bool, dtype):
+def make_slab(block, gpu: bool, maximize: bool, transposed: bool, dtype, offset: int):
     """Rank task: the block on the worker's GPU when the solve runs on GPUs (a NumPy chunk is
     copied there), in host memory when it runs on CPUs (a CuPy chunk is copied here), in the
     solved form (:func:`~dlap.distributed.engine.prepare_slab`)."""
@@ -202,11 +228,11 @@ def make_slab(block, gpu: bool, maximize: bool, transposed: bool, dtype):
         block = cupy.asarray(block)
     elif not gpu and not isinstance(block, np.ndarray):
         block = block.get()
-    return prepare_slab(block, maximize, transposed, dtype)
+    return prepare_slab(block, maximize, transposed, dtype, offset)
 
 
 def place_slabs(client, source: Source, plan: RankPlan, *, axis: int, bounds, transposed: bool, maximize: bool,
-                gpu: bool, solve_id: str):
+                gpu: bool, solve_id: str, offset: int):
     """One future per rank: its slab in the solved form, on its worker (pinned, computed there;
     for a persisted input, the pieces are cut where their chunks live and gathered there)."""
     dtype = working_dtype(source.dtype, maximize)
@@ -225,6 +251,6 @@ def place_slabs(client, source: Source, plan: RankPlan, *, axis: int, bounds, tr
             part = pieces[0] if len(pieces) == 1 else source.array[region]
             block = client.compute(part, **pin)
         slabs.append(client.submit(
-            make_slab, block, gpu, maximize, transposed, dtype, key=f"dlap-slab-{solve_id}-{rank}", **pin
+            make_slab, block, gpu, maximize, transposed, dtype, offset, key=f"dlap-slab-{solve_id}-{rank}", **pin
         ))
     return slabs

@@ -33,7 +33,8 @@ import numpy as np
 
 from ..backends.base import FLOAT_TOL_SCALE
 from ..hungarian.phases import PhaseTimer, Progress, augment_paths
-from ..problem import InfeasibleError, Problem, check_entries, is_device_array
+from ..certificate import exact_sum
+from ..problem import InfeasibleError, Problem, check_entries, is_device_array, shifted
 from ..result import Stats
 from .comm import CommAborted, NCCLComm, RPCComm
 
@@ -317,21 +318,30 @@ class DistributedSolver:
         match = g.row_match[rows]
         local = xp.flatnonzero((match >= cols.start) & (match < cols.stop))
         picked = c[local, match[local] - c0]
-        total = xp.reshape(picked.astype(np.int64 if spec.integer else np.float64).sum(), (1,))
+        if spec.integer:  # exact: two int64 sums of 31-bit parts, which no matrix size overflows
+            wide = picked.astype(np.int64)
+            total = xp.stack([(wide >> 31).sum(), (wide & (2**31 - 1)).sum()])
+        else:
+            total = xp.reshape(picked.astype(np.float64).sum(), (1,))
         slackness = picked.astype(np.float64) - g.u[local + r0] - g.v[match[local]]
         slackness = float(xp.abs(slackness).max()) if slackness.shape[0] else 0.0
         comm = self.comm
         u_repaired = comm.allreduce(u_repaired, "min")
-        total = _host(comm.allreduce(total, "sum"))[0]
+        total = _host(comm.allreduce(total, "sum"))
+        total = int(total[0]) * 2**31 + int(total[1]) if spec.integer else float(total[0])
         worst = _host(comm.allreduce(xp.asarray([max(violation, 0.0), slackness]), "max"))
         if rectangular:
             assigned = xp.zeros(n_cols, dtype=bool)
             assigned[g.row_match] = True
             worst[0] = max(worst[0], float(xp.maximum(g.v, 0.0).max()))
             worst[1] = max(worst[1], float(xp.abs(g.v[~assigned]).max()))
+        if spec.integer:  # whole numbers in float64, summed exactly
+            bound = exact_sum(u_repaired.astype(np.int64)) + exact_sum(v_bounded.astype(np.int64))
+        else:
+            bound = float(u_repaired.sum() + v_bounded.sum())
         return {
-            "objective": total.item(),
-            "bound": float(u_repaired.sum() + v_bounded.sum()),
+            "objective": total,
+            "bound": bound,
             "magnitude": float(xp.abs(u_repaired).sum() + xp.abs(v_bounded).sum()),
             "max_dual_violation": float(worst[0]),
             "max_slackness_violation": float(worst[1]),
@@ -476,15 +486,18 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
         comm.close()
 
 
-def prepare_slab(block, maximize: bool, transpose: bool, dtype):
+def prepare_slab(block, maximize: bool, transpose: bool, dtype, offset: int = 0):
     """A rank's slab in the solved form: transposed when the caller's matrix has more rows than
-    columns, negated when maximising, in the working dtype, C-contiguous; NaN / -inf refused with
-    scipy's message. The caller's data is never written (a copy is made whenever it changes)."""
+    columns, negated when maximising and shifted by the whole matrix's ``offset``
+    (:func:`dlap.problem.integer_offset`), in the working dtype, C-contiguous; NaN / -inf refused
+    with scipy's message. The caller's data is never written (a copy is made whenever it changes)."""
     xp = _array_module(block)
     if transpose:
         block = block.T
-    if maximize:
-        block = xp.negative(block, dtype=dtype) if np.dtype(dtype).kind == "f" else -block.astype(dtype)
+    if offset or (maximize and np.dtype(dtype).kind == "i"):
+        block = shifted(block, offset, maximize, dtype)
+    elif maximize:
+        block = xp.negative(block, dtype=dtype)
     block = xp.ascontiguousarray(block, dtype=dtype)
     check_entries(block)
     return block

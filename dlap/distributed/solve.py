@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import math
 import time
 import uuid
 from dataclasses import dataclass
@@ -10,9 +12,11 @@ import numpy as np
 
 from ..api import DEVICES, _check_choice
 from ..api import MSG_NO_GPU as NO_GPU
-from ..result import Assignment, Certificate, Stats
+from ..certificate import refused
+from ..result import Assignment, Certificate, Stats, caller_duals
+from . import registry
 from .cluster import connected, gpus_visible, worker_addresses
-from .data import as_source, place_slabs, plan_ranks, slab_bounds
+from .data import as_source, place_slabs, plan_ranks, slab_bounds, source_offset
 from .comm import CommAborted, register_rpc_handler
 from .engine import SPLIT_AXIS, RankSpec, run_rank
 from .progress import watch
@@ -39,11 +43,26 @@ class DistributedAssignment(Assignment):
     held here instead)."""
 
     certificate: Certificate | None = None
+    certified: str = ""  # fingerprint of what the ranks certified
 
     def verify(self, cost=None, rtol: float = 1e-9) -> Certificate:
-        if cost is None:
-            return self.certificate
-        return super().verify(cost, rtol)
+        """The ranks' certificate, as long as the indices, duals and objective are still the ones
+        they certified; else (or with ``cost``) the certificate computed here from the matrix."""
+        if cost is not None:
+            return super().verify(cost, rtol)
+        if self.fingerprint() != self.certified:
+            return refused(["the assignment, its duals or its objective changed after the solve; "
+                            "pass the matrix to check them: verify(cost)"])
+        return self.certificate
+
+    def fingerprint(self) -> str:
+        """A digest of the indices, the duals and the objective."""
+        digest = hashlib.sha256(repr(self.objective).encode())
+        for array in (self.row_ind, self.col_ind, self.row_duals, self.col_duals):
+            array = np.asarray(array)
+            digest.update(f"{array.dtype.str}{array.shape}".encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()
 
 
 def solve(
@@ -117,11 +136,16 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     solve_id = uuid.uuid4().hex[:12]
     topic, abort_name = f"dlap-progress-{solve_id}", f"dlap-abort-{solve_id}"
     lock = MultiLock(names=[f"dlap-worker-{w}" for w in workers], client=client)
-    lock.acquire()  # two solves never share a worker (each rank task holds its worker's comm)
     abort = Event(abort_name, client=client)
+    # the scheduler releases the lock and aborts the ranks if this client dies (registry.py)
+    registry.install(client)
+    registry.begin(client, solve_id, lock, abort_name, workers)
+    running = []  # the tasks to stop if the caller is interrupted
     try:
-        slabs = place_slabs(client, source, plan, axis=axis, bounds=bounds, transposed=transposed,
-                            maximize=maximize, gpu=gpu, solve_id=solve_id)
+        lock.acquire()  # two solves never share a worker (each rank task holds its worker's comm)
+        offset = source_offset(client, source, maximize)
+        running = slabs = place_slabs(client, source, plan, axis=axis, bounds=bounds, transposed=transposed,
+                                      maximize=maximize, gpu=gpu, solve_id=solve_id, offset=offset)
         _wait(client, slabs, workers, abort)  # bad input fails here, before any rank joins a comm
         placed = time.perf_counter()
         if gpu and n_ranks > 1:
@@ -129,14 +153,14 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         else:
             client.run(register_rpc_handler, workers=workers)
             comm = ("rpc", tuple(workers))
-        integer = source.dtype.kind in "biu" and source.dtype != np.uint64  # uint64 is solved as float64
+        integer = source.dtype.kind in "biu"
         specs = [
             RankSpec(solve_id=solve_id, rank=r, size=n_ranks, method=method, shape=shape, bounds=bounds,
                      integer=integer, comm=comm,
                      progress_topic=topic if progress else None, abort_event=abort_name)
             for r in range(n_ranks)
         ]
-        futures = [
+        running = futures = [
             client.submit(run_rank, slab, spec, key=f"dlap-solve-{method}-{solve_id}-{spec.rank}",
                           workers=[w], allow_other_workers=False, pure=False, retries=0)
             for slab, spec, w in zip(slabs, specs, workers)
@@ -145,9 +169,14 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         with watch(client, topic, progress, shape[0]):
             _wait(client, futures, workers, abort)
         results = client.gather(futures)
+    except BaseException as e:
+        if not isinstance(e, Exception):  # KeyboardInterrupt: the caller stops the solve, ranks included
+            _stop_ranks(client, running, workers, abort)
+        raise
     finally:
-        lock.release()
-    result = _assignment(results, integer, method, maximize, transposed, time.perf_counter() - started, n_ranks, gpu)
+        registry.end(client, solve_id)  # and the scheduler releases the lock
+    result = _assignment(results, integer, offset, method, maximize, transposed, time.perf_counter() - started,
+                         n_ranks, gpu)
     result.stats.phase_seconds["placement"] = placed - started
     if plan.moved_bytes is not None:
         result.stats.phase_counts["placement_moved_bytes"] = plan.moved_bytes
@@ -194,9 +223,16 @@ def _wait(client, futures, workers, abort) -> None:
             failure = _worker_lost(client, workers)
             next_check = time.perf_counter() + POLL
         time.sleep(TICK)
+    _stop_ranks(client, futures, workers, abort, failure)
+
+
+def _stop_ranks(client, futures, workers, abort, failure=None) -> None:
+    """Set the abort event (every rank's watchdog aborts its communicator), wait for the ranks
+    whose workers are alive to stop, cancel every task, and raise the first real cause of
+    ``failure`` (None: the caller was interrupted, and re-raises that itself)."""
     abort.set()
     deadline = time.perf_counter() + ABORT_GRACE
-    while time.perf_counter() < deadline and not all(f.done() for f in futures):
+    while time.perf_counter() < deadline and not all(f.done() for f in _alive(client, futures, workers)):
         time.sleep(TICK)  # a rank still blocked after the grace is cancelled below
     if isinstance(failure, OSError):
         # a rank that could not reach a peer usually raced the scheduler's notice of that peer's
@@ -206,12 +242,20 @@ def _wait(client, futures, workers, abort) -> None:
             failure = _worker_lost(client, workers) or failure
             time.sleep(POLL)
     failure = _worker_lost(client, workers) or failure  # a worker that died meanwhile is the cause
-    if not isinstance(failure, WorkerLostError):  # the first real cause, not a rank's echo of it
+    if failure is not None and not isinstance(failure, WorkerLostError):  # the first real cause
         causes = [f.exception() for f in futures if f.status == "error"]
         failure = next((e for e in causes if not isinstance(e, CommAborted)), failure)
     client.cancel(futures, force=True)
     abort.clear()  # the scheduler forgets an unset event once no watchdog waits on it
-    raise failure
+    if failure is not None:
+        raise failure
+
+
+def _alive(client, futures, workers) -> list:
+    """The futures of the ranks whose workers the scheduler still lists: a dead worker's task
+    never finishes (it is pinned there), so waiting for it would wait out the whole grace."""
+    alive = set(worker_addresses(client))
+    return [f for f, w in zip(futures, workers) if w in alive]
 
 
 def _worker_lost(client, workers) -> WorkerLostError | None:
@@ -225,7 +269,7 @@ def _worker_lost(client, workers) -> WorkerLostError | None:
     return None
 
 
-def _assignment(results, integer, method, maximize, transposed, seconds, n_ranks, gpu) -> DistributedAssignment:
+def _assignment(results, integer, offset, method, maximize, transposed, seconds, n_ranks, gpu) -> DistributedAssignment:
     """Rank 0's solution (solved form) mapped back to the caller's matrix, like dlap.solve."""
     root = results[0]
     stats = Stats(**root.stats)
@@ -238,31 +282,37 @@ def _assignment(results, integer, method, maximize, transposed, seconds, n_ranks
         r["communication"] for r in results[1:]
     ]
     rows = np.arange(root.row_match.shape[0], dtype=np.int64)
-    cols, u, v = root.row_match, root.u, root.v
+    cols = root.row_match
+    u, v = caller_duals(root.u, root.v, integer=integer, offset=offset, maximize=maximize)
     if transposed:
         order = np.argsort(cols)
         rows, cols, u, v = cols[order], rows[order], v, u
-    sign = -1.0 if maximize else 1.0
+    sign = -1 if maximize else 1
     c = root.certificate
-    objective = c["objective"] * (-1 if maximize else 1)
+    k = len(rows)
+    primal, bound = c["objective"] + k * offset, c["bound"] + k * offset  # the solved form's
     gap = abs(c["objective"] - c["bound"])
-    scale = max(abs(c["objective"]), c["magnitude"], 1e-300)
+    scale = max(abs(primal), c["magnitude"], 1)
     certificate = Certificate(
-        primal=float(objective), lower_bound=sign * c["bound"], gap=gap, relative_gap=gap / scale,
+        primal=sign * primal, lower_bound=sign * bound, gap=gap, relative_gap=gap / scale,
         max_dual_violation=c["max_dual_violation"], max_slackness_violation=c["max_slackness_violation"],
-        optimal=bool(np.isfinite(c["bound"]) and (gap < 1.0 if integer else gap <= 1e-9 * scale)),
+        optimal=bool(math.isfinite(c["bound"]) and (gap == 0 if integer else gap <= 1e-9 * scale)),
     )
-    return DistributedAssignment(
-        row_ind=rows, col_ind=cols, objective=int(objective) if integer else float(objective),
-        row_duals=sign * u, col_duals=sign * v, stats=stats, maximize=maximize, certificate=certificate,
+    result = DistributedAssignment(
+        row_ind=rows, col_ind=cols, objective=sign * primal, row_duals=u, col_duals=v, stats=stats,
+        maximize=maximize, certificate=certificate,
     )
+    result.certified = result.fingerprint()
+    return result
 
 
 def _empty(shape, method, maximize) -> DistributedAssignment:
     empty = np.empty(0, dtype=np.int64)
     stats = Stats(method=f"distributed-{method}")
-    return DistributedAssignment(
+    result = DistributedAssignment(
         row_ind=empty, col_ind=empty.copy(), objective=0, row_duals=np.zeros(shape[0]),
         col_duals=np.zeros(shape[1]), stats=stats, maximize=maximize,
-        certificate=Certificate(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, True),
+        certificate=Certificate(0, 0, 0, 0.0, 0, 0, True),
     )
+    result.certified = result.fingerprint()
+    return result

@@ -19,7 +19,8 @@ step 4 is reported and not required: the bound alone then proves how far it is f
 Integer matrices are certified exactly: integer duals, the entries shifted by their minimum into
 ``[0, span]`` (:data:`dlap.problem.MAX_INTEGER_SPAN`) so that int64 holds every reduced cost, and
 sums in Python ints. Float matrices within ``rtol``: each entry's slack against the magnitudes of
-the matrix and duals, the gap against the magnitudes summed (sums by ``math.fsum``).
+the matrix and duals, the gap against the magnitudes summed (sums by ``math.fsum``), neither below
+the smallest normal number of the costs' dtype.
 """
 
 from __future__ import annotations
@@ -208,7 +209,10 @@ def _float_terms(xp, c, rows, cols, u, v, sign, objective, heuristic, rtol, prob
     matched = sign * c[rows, cols].astype(np.float64)
     if not bool(xp.isfinite(matched).all()):
         problems.append("the assignment takes a forbidden (infinite) pair")
-    tolerance = rtol * (largest + float(abs(u).max()) + float(abs(v).max()))
+    # below the costs' smallest normal number no hardware that flushes subnormals (a GPU's float32)
+    # can tell two values apart (found on an H200: a dual off by a float32 subnormal, 1.95e-43)
+    tiny = float(np.finfo(c.dtype).tiny)
+    tolerance = rtol * (largest + float(abs(u).max()) + float(abs(v).max())) + tiny
     slackness = float(abs(matched - u[rows] - v[cols]).max())
     if rectangular:
         violation = max(violation, float(v.max()))
@@ -221,7 +225,7 @@ def _float_terms(xp, c, rows, cols, u, v, sign, objective, heuristic, rtol, prob
     if not abs(sign * objective - primal) <= rtol * scale:
         problems.append(f"the stored objective {objective!r} is not the assignment's cost {sign * primal!r}")
     return _verdict(sign * primal, sign * bound, gap, scale, max(violation, 0.0), slackness,
-                    gap <= rtol * scale, violation <= tolerance, slackness <= tolerance or heuristic, problems)
+                    gap <= rtol * scale + tiny, violation <= tolerance, slackness <= tolerance or heuristic, problems)
 
 
 def _unassigned_duals(xp, v, cols):

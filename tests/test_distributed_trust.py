@@ -52,6 +52,8 @@ def cluster(kind):
     if dd.cluster.gpus_visible() < 2:
         pytest.skip("needs two GPUs")
     with dd.start_cluster(2, dashboard_address=":0") as cluster:
+        with distributed.Client(cluster) as client:  # the workers compile their kernels here, not in a timing
+            dd.solve(da.from_array(uniform_block((0, 64), (0, 64), 64, 640, 1), chunks=(32, 64)), client)
         yield cluster
 
 
@@ -147,10 +149,16 @@ def test_an_interrupted_caller_stops_its_ranks(client, long_n):
     cost = long_cost(long_n)
     started = threading.Event()
     interrupter = threading.Thread(target=lambda: started.wait(60) and _thread.interrupt_main())
+    # Python's Ctrl-C handler, as at a terminal: a suite run in the background inherits SIGINT
+    # ignored, and interrupt_main() then does nothing
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     interrupter.start()
-    with pytest.raises(KeyboardInterrupt):
-        dd.solve(da.from_array(cost, chunks=(long_n, long_n // 2 + 1)), client, method="tree",
-                 progress=lambda matched, total: started.set())
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            dd.solve(da.from_array(cost, chunks=(long_n, long_n // 2 + 1)), client, method="tree",
+                     progress=lambda matched, total: started.set())
+    finally:
+        signal.signal(signal.SIGINT, previous)
     interrupted = time.perf_counter()
     interrupter.join()
     deadline = time.perf_counter() + 1

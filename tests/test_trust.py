@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from scipy.optimize import linear_sum_assignment as scipy_lsa
 
 import dlap
-from dlap.problem import MAX_INTEGER_MAGNITUDE, MAX_INTEGER_SPAN
+from dlap.problem import MAX_INTEGER_MAGNITUDE, MAX_INTEGER_SPAN, array_module
 
 from .conftest import CONFIGS
+from .test_gpu import GPU_CONFIGS
 
 PROBLEMS = {
     "int": lambda rng: rng.integers(0, 100, (7, 7)),
@@ -34,7 +35,8 @@ PROBLEMS = {
 
 
 def _mutations(result):
-    """(name, corrupted copy) pairs: each must fail verify()."""
+    """(name, corrupted copy) pairs: each must fail verify() (NumPy or CuPy results)."""
+    xp = array_module(result.col_ind)
     k = len(result.col_ind)
 
     def changed(**fields):
@@ -54,7 +56,7 @@ def _mutations(result):
         ("duplicate a column", changed(col_ind=repeated)),
         ("duplicate a row", changed(row_ind=rows_repeated)),
         ("drop an index", changed(row_ind=result.row_ind[:-1], col_ind=result.col_ind[:-1])),
-        ("column out of range", changed(col_ind=np.where(result.col_ind == result.col_ind.max(), 10**6, result.col_ind))),
+        ("column out of range", changed(col_ind=xp.where(result.col_ind == result.col_ind.max(), 10**6, result.col_ind))),
         ("shift a dual", changed(row_duals=one_shifted)),
         ("shift every dual", changed(row_duals=result.row_duals + 10, col_duals=result.col_duals + 10)),
         ("a wrong objective", changed(objective=wrong_objective)),
@@ -73,6 +75,20 @@ def test_every_mutation_of_an_answer_is_caught(family, maximize):
         assert not certificate.optimal, name
         assert certificate.problems, name
         assert "NOT proven optimal" in str(certificate)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("maximize", [False, True], ids=["min", "max"])
+@pytest.mark.parametrize("family", PROBLEMS)
+def test_every_mutation_of_a_gpu_answer_is_caught(family, maximize):
+    """The same on a CuPy matrix: solved and certified on its GPU."""
+    import cupy
+
+    cost = cupy.asarray(PROBLEMS[family](np.random.default_rng(1)))
+    result = dlap.solve(cost, maximize=maximize, device="gpu")
+    assert isinstance(result.col_ind, cupy.ndarray) and result.verify().optimal, result.verify()
+    for name, corrupted in _mutations(result):
+        assert not corrupted.verify().optimal, name
 
 
 def test_the_issues_reproducer():
@@ -145,6 +161,17 @@ def test_integers_beyond_2_53_are_solved_and_certified_exactly(options, cost, ma
     certificate = result.verify()
     assert certificate.optimal and certificate.gap == 0, certificate
     assert result.row_duals.dtype == result.col_duals.dtype == np.int64
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("options", GPU_CONFIGS)
+@settings(max_examples=25, deadline=None)
+@given(cost=far_integers(), maximize=st.booleans())
+def test_integers_beyond_2_53_on_the_gpu(options, cost, maximize):
+    result = dlap.solve(cost, maximize=maximize, **options)
+    assert result.objective == brute_force(cost, maximize)
+    certificate = result.verify()
+    assert certificate.optimal and certificate.gap == 0, certificate
 
 
 def test_the_issues_integer_reproducers():

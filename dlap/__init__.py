@@ -4,6 +4,7 @@
 """
 
 from .api import linear_sum_assignment, solve
+from .batch import BatchResult, solve_batch
 from .dgs.loading import load_dgs_kernels
 from .problem import InfeasibleError
 from .result import Assignment, Certificate, Stats
@@ -13,6 +14,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Assignment",
+    "BatchResult",
     "Certificate",
     "InfeasibleError",
     "Stats",
@@ -21,5 +23,6 @@ __all__ = [
     "load_dgs_kernels",
     "set_num_threads",
     "solve",
+    "solve_batch",
     "__version__",
 ]

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from .arrays import adopt
 from .certificate import exact_sum
 from .dgs import STARTS, SWITCHINGS
 from .problem import InfeasibleError, Problem, array_module, is_device_array, prepare
@@ -26,7 +27,9 @@ def linear_sum_assignment(cost, maximize: bool = False, **options):
     Parameters
     ----------
     cost : array_like, 2-D
-        The cost matrix; ``+inf`` marks a forbidden pair (``-inf`` when ``maximize``).
+        The cost matrix; ``+inf`` marks a forbidden pair (``-inf`` when ``maximize``). A PyTorch
+        tensor or any DLPack / ``__cuda_array_interface__`` array is read without a copy, and the
+        indices come back in its library, on its device.
     maximize : bool
         Maximise the total instead of minimising it.
     **options
@@ -45,8 +48,9 @@ def linear_sum_assignment(cost, maximize: bool = False, **options):
         "expected a matrix (2-D array), ...", "matrix contains invalid numeric entries" (NaN,
         or -inf when minimising), "cost matrix is infeasible" (no assignment avoids +inf).
     """
+    cost, give_back = adopt(cost)  # a PyTorch tensor or DLPack array: read in place, answered in kind
     result = solve(cost, maximize=maximize, **options)
-    return result.row_ind, result.col_ind
+    return give_back(result.row_ind), give_back(result.col_ind)
 
 
 def solve(

@@ -209,6 +209,8 @@ def cmd_bench(args) -> int:
     from . import bench
 
     gpu = args.device == "gpu"
+    if args.suite == "batch":
+        return _bench_batch(args)
     if args.suite == "hard":
         cases = bench.grid(args.n or bench.HARD_SIZES[args.device], args.families or bench.HARD_FAMILIES)
         solvers = args.solvers or bench.HARD_SOLVERS[args.device]
@@ -230,6 +232,19 @@ def cmd_bench(args) -> int:
         write_file(args.plot, lambda f: bench.plot(records, f))
     if args.json:
         print(f"\nJSON records appended to {args.json}")
+    return 0 if all(r["agrees"] for r in records) else 1
+
+
+def _bench_batch(args) -> int:
+    from . import bench_batch
+
+    records = bench_batch.run(args.solvers or bench_batch.SOLVERS[args.device], repeat=args.repeat,
+                              seed=args.seed, out=args.json)
+    text = bench_batch.table(records)
+    print()
+    print(text)
+    if args.markdown:
+        _write_text(args.markdown, text)
     return 0 if all(r["agrees"] for r in records) else 1
 
 
@@ -297,10 +312,11 @@ def parser() -> argparse.ArgumentParser:
                         "timed from the host and from the GPU, against lap and scipy")
     p.add_argument("--method", choices=("exact", "dgs"), default="exact",
                    help="dgs: Deep Greedy Switching against dlap's exact solver (gaps, deadlines)")
-    p.add_argument("--suite", choices=("grid", "hard"), default="grid",
+    p.add_argument("--suite", choices=("grid", "hard", "batch"), default="grid",
                    help="hard: structured costs (geometric, geometric-int, -3d, -disjoint, -benefit, "
                         "machol-wien, ties:4) at n = 500 to 4000 on the CPU, 1000 to 20000 on the GPU, "
-                        "against scipy, lap and lapx")
+                        "against scipy, lap and lapx; batch: dlap.solve_batch against scipy (loop and "
+                        "thread pool), lapx and fastlap on five batches (256 x 512 x 512 ... 10000 x 32 x 32)")
     p.add_argument("--n", type=int, nargs="+", help="sizes (default 1000 2000 4000; dgs: 1000 to 20000)")
     p.add_argument("--families", nargs="+",
                    help="family[:f], e.g. uniform:0.1 geometric machol-wien ties (default uniform:1 uniform:10 float); "

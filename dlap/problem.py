@@ -128,6 +128,18 @@ def as_cost_array(cost) -> np.ndarray:
     sequences are converted entry by entry (``[["1.5"]]`` is 1.5, ``[["a"]]`` raises float()'s
     ``ValueError``).
     """
+    arr = as_numeric_array(cost)
+    if arr.ndim != 2:
+        raise ValueError(MSG_NOT_2D.format(ndim=arr.ndim))
+    return arr
+
+
+def as_numeric_array(cost):
+    """:func:`as_cost_array` without the 2-D check: any number of dimensions (a batch is 3-D).
+    PyTorch tensors and DLPack arrays are read without a copy (:func:`dlap.arrays.adopt`)."""
+    from .arrays import adopt
+
+    cost = adopt(cost)[0]
     if is_device_array(cost) or isinstance(cost, np.ndarray):
         arr = cost if is_device_array(cost) else np.asarray(cost)
     else:
@@ -139,8 +151,6 @@ def as_cost_array(cost) -> np.ndarray:
             f"Cannot cast array data from {arr.dtype!r} to dtype('float64') "
             "according to the rule 'safe'"
         )
-    if arr.ndim != 2:
-        raise ValueError(MSG_NOT_2D.format(ndim=arr.ndim))
     return arr
 
 

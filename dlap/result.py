@@ -155,7 +155,7 @@ def caller_duals(u, v, *, integer: bool, offset: int, maximize: bool):
     sign = -1 if maximize else 1
     if integer:
         xp = array_module(u)
-        u = xp.rint(u).astype(np.int64) + np.int64(offset)
+        u = xp.rint(u).astype(np.int64) + xp.asarray(offset, dtype=np.int64)  # a scalar, or one per row of u
         v = xp.rint(v).astype(np.int64)
     else:
         u, v = u.astype(np.float64), v.astype(np.float64)

@@ -38,6 +38,7 @@ _TEMPLATES = {
     "paths": (),
     "dgs": ("dgs_evaluate", "dgs_switch", "dgs_propose"),
     "scaling": ("competition_bands", "row_regret", "greedy_prices", "scaling_phase"),
+    "batch": ("batch_augmenting_paths",),
 }
 #: kernels templated on a cluster size too (thread block clusters need compute capability 9.0;
 #: below it only clusters of one block are instantiated)

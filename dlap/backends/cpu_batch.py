@@ -1,0 +1,124 @@
+"""Batched assignment on the CPU: many small problems, one single-threaded solve per problem, the
+problems spread over the cores by one Numba parallel loop (no GIL, no Python per problem).
+
+Each problem is solved by shortest augmenting paths, one free row at a time (the
+Jonker-Volgenant / Crouse form that scipy uses, a Dijkstra search per row over reduced costs that
+the duals keep non-negative), after Jonker-Volgenant's column reduction for a square problem:
+the same algorithm as the GPU's batch kernel
+(``backends/cuda/batch.cu``), so both give the same duals up to ties. The problems come packed in
+one flat buffer (:mod:`dlap.batch`): problem ``b`` starts at ``start[b]``, has ``rows[b] <= cols[b]``
+working rows and columns, and its entry ``(i, j)`` is ``flat[start + i * cols + j]``, or
+``flat[start + j * rows + i]`` when the caller's matrix is transposed. Costs are read in their
+dtype and widened to float64 after the integer shift ``sign * c - offset`` (exact for the integer
+range of :mod:`dlap.problem`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from . import numba_setup  # noqa: F401  (cache folder and thread wait policy, before any kernel)
+
+INFEASIBLE = 1
+
+
+@njit(cache=True, inline="always")
+def entry(flat, start, i, j, rows, cols, transposed, sign, offset):
+    if transposed:
+        x = flat[start + j * rows + i]
+    else:
+        x = flat[start + i * cols + j]
+    return np.float64(sign * x - offset)
+
+
+@njit(cache=True, nogil=True)
+def column_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col):
+    """Square problems: each column's dual is its minimum, and each column goes to its minimum's
+    row while that row is free (Jonker-Volgenant's column reduction; ``u = 0`` with these ``v``
+    is feasible and tight on the pairs made, so the searches start from there). A rectangular
+    problem keeps ``v = 0``: its longer side's duals must end <= 0."""
+    lowest_row = np.full(cols, -1, np.int64)
+    for j in range(cols):
+        lowest = np.inf
+        for i in range(rows):
+            x = entry(flat, start, i, j, rows, cols, transposed, sign, offset)
+            if x < lowest:
+                lowest, lowest_row[j] = x, i
+        v[j] = lowest if lowest < np.inf else 0.0
+    for j in range(cols):
+        i = lowest_row[j]
+        if i >= 0 and col4row[i] < 0:
+            col4row[i], row4col[j] = j, i
+
+
+@njit(cache=True, nogil=True)
+def augmenting_paths(flat, start, rows, cols, transposed, sign, offset, u, v, col4row):
+    """Solve one problem: ``col4row``, ``u`` (rows) and ``v`` (columns) in its working form.
+    Returns 0, or INFEASIBLE when a row cannot reach a free column through finite costs."""
+    inf = np.inf
+    row4col = np.full(cols, -1, np.int64)
+    path = np.empty(cols, np.int64)
+    spc = np.empty(cols)
+    in_sr = np.zeros(rows, np.bool_)
+    in_sc = np.zeros(cols, np.bool_)
+    u[:rows] = 0.0
+    v[:cols] = 0.0
+    if rows == cols:
+        column_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col)
+    for cur in range(rows):
+        if col4row[cur] >= 0:
+            continue
+        spc[:] = inf
+        in_sr[:] = False
+        in_sc[:] = False
+        i, min_val, sink = cur, 0.0, -1
+        while sink < 0:
+            in_sr[i] = True
+            lowest, best, best_free = inf, -1, False
+            ui = u[i]
+            for j in range(cols):
+                if in_sc[j]:
+                    continue
+                r = min_val + entry(flat, start, i, j, rows, cols, transposed, sign, offset) - ui - v[j]
+                if r < spc[j]:
+                    path[j] = i
+                    spc[j] = r
+                free = row4col[j] < 0
+                # the lowest distance; on a tie, a free column ends the search
+                if spc[j] < lowest or (spc[j] == lowest and free and not best_free):
+                    lowest, best, best_free = spc[j], j, free
+            if lowest == inf:
+                return INFEASIBLE
+            min_val = lowest
+            in_sc[best] = True
+            if best_free:
+                sink = best
+            else:
+                i = row4col[best]
+        # dual update: the rows and columns the search settled
+        u[cur] += min_val
+        for k in range(rows):
+            if in_sr[k] and k != cur:
+                u[k] += min_val - spc[col4row[k]]
+        for j in range(cols):
+            if in_sc[j]:
+                v[j] -= min_val - spc[j]
+        # augment along the path to the sink
+        j = sink
+        while True:
+            k = path[j]
+            row4col[j] = k
+            col4row[k], j = j, col4row[k]
+            if k == cur:
+                break
+    return 0
+
+
+@njit(cache=True, parallel=True)
+def solve_all(flat, start, rows, cols, transposed, sign, offset, u, v, col4row, status):
+    """Every problem of the batch, spread over the threads (one problem per thread at a time)."""
+    for b in prange(start.shape[0]):
+        if rows[b] > 0:
+            status[b] = augmenting_paths(flat, start[b], rows[b], cols[b], transposed[b], sign, offset[b],
+                                         u[b], v[b], col4row[b])

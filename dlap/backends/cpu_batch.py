@@ -3,9 +3,10 @@ problems spread over the cores by one Numba parallel loop (no GIL, no Python per
 
 Each problem is solved by shortest augmenting paths, one free row at a time (the
 Jonker-Volgenant / Crouse form that scipy uses, a Dijkstra search per row over reduced costs that
-the duals keep non-negative), after Jonker-Volgenant's column reduction for a square problem:
-the same algorithm as the GPU's batch kernel
-(``backends/cuda/batch.cu``), so both give the same duals up to ties. The problems come packed in
+the duals keep non-negative), after Jonker-Volgenant's initialisation: column reduction for a
+square problem, then augmenting row reduction. The GPU's batch kernel (``backends/cuda/batch.cu``)
+runs the same searches after the column reduction only (a row reduction is one row at a time,
+where the GPU's block would wait). The problems come packed in
 one flat buffer (:mod:`dlap.batch`): problem ``b`` starts at ``start[b]``, has ``rows[b] <= cols[b]``
 working rows and columns, and its entry ``(i, j)`` is ``flat[start + i * cols + j]``, or
 ``flat[start + j * rows + i]`` when the caller's matrix is transposed. Costs are read in their
@@ -53,6 +54,58 @@ def column_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4r
 
 
 @njit(cache=True, nogil=True)
+def augmenting_row_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col):
+    """Jonker-Volgenant's augmenting row reduction, two passes over the free rows: a free row takes
+    the column of its lowest reduced cost ``c_ij - v_j``, whose price drops by the gap to the row's
+    second lowest (so the row sits at a minimum, tied), and the row it displaces is free again:
+    at once when the price dropped, in the next pass otherwise. Prices only drop and the columns
+    taken stay taken, so the longer side of a rectangular problem keeps ``v <= 0``, 0 where free;
+    every assigned row stays at a minimum of its reduced costs. (On uniform costs this leaves a
+    few free rows, as lapx's LAPJV does; the searches then finish.)"""
+    free = np.empty(rows, np.int64)
+    n_free = 0
+    for i in range(rows):
+        if col4row[i] < 0:
+            free[n_free] = i
+            n_free += 1
+    for _ in range(2):
+        k, n_next, steps = 0, 0, 0
+        while k < n_free:
+            i = free[k]
+            k += 1
+            steps += 1
+            u1, u2, j1, j2 = np.inf, np.inf, -1, -1
+            for j in range(cols):
+                h = entry(flat, start, i, j, rows, cols, transposed, sign, offset) - v[j]
+                if h < u2:
+                    if h < u1:
+                        u2, j2, u1, j1 = u1, j1, h, j
+                    else:
+                        u2, j2 = h, j
+            if j1 < 0:  # no finite entry: left to the search, which reports it infeasible
+                free[n_next] = i
+                n_next += 1
+                continue
+            i0 = row4col[j1]
+            lowered = u1 < u2 < np.inf
+            if lowered:
+                v[j1] -= u2 - u1
+            elif i0 >= 0 and j2 >= 0 and u1 == u2:  # a tie, and j1 is taken: the other column
+                j1, i0 = j2, row4col[j2]
+            if i0 >= 0:
+                col4row[i0] = -1
+            row4col[j1], col4row[i] = i, j1
+            if i0 >= 0:
+                if lowered and steps < 8 * rows:  # (bounded: floats could cycle)
+                    k -= 1
+                    free[k] = i0
+                else:
+                    free[n_next] = i0
+                    n_next += 1
+        n_free = n_next
+
+
+@njit(cache=True, nogil=True)
 def augmenting_paths(flat, start, rows, cols, transposed, sign, offset, u, v, col4row):
     """Solve one problem: ``col4row``, ``u`` (rows) and ``v`` (columns) in its working form.
     Returns 0, or INFEASIBLE when a row cannot reach a free column through finite costs."""
@@ -66,6 +119,10 @@ def augmenting_paths(flat, start, rows, cols, transposed, sign, offset, u, v, co
     v[:cols] = 0.0
     if rows == cols:
         column_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col)
+    augmenting_row_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col)
+    for i in range(rows):  # each assigned row sits at a minimum of its reduced costs: u makes it tight
+        if col4row[i] >= 0:
+            u[i] = entry(flat, start, i, col4row[i], rows, cols, transposed, sign, offset) - v[col4row[i]]
     for cur in range(rows):
         if col4row[cur] >= 0:
             continue

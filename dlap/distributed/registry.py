@@ -24,10 +24,7 @@ NAME = "dlap-solves"
 #: seconds an abort event set by the registry stays on the scheduler (a rank still starting finds it)
 ABORT_EVENT_LIFETIME = 60.0
 
-try:
-    from distributed.diagnostics.plugin import SchedulerPlugin
-except ImportError:  # dask's distributed extra not installed: nothing here is used
-    SchedulerPlugin = object
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 
 @dataclass

@@ -90,6 +90,10 @@ def certify(cost, row_ind, col_ind, objective, row_duals, col_duals, *, maximize
     v = _duals(xp, col_duals, m, "col_duals", problems)
     if problems:
         return refused(problems)
+    if c.dtype.kind in "biu":  # exact arithmetic needs whole-number duals
+        u, v = _as_int(xp, u, "row_duals", problems), _as_int(xp, v, "col_duals", problems)
+        if problems:
+            return refused(problems)
     if c.size == 0:
         if objective != 0:
             problems.append(f"the stored objective {objective!r} of an empty assignment is not 0")
@@ -142,11 +146,10 @@ def _integer_terms(xp, c, rows, cols, u, v, sign, objective, heuristic, rtol, pr
     k, rectangular = c.shape[0], c.shape[0] < c.shape[1]
     integer_offset(c, sign < 0)  # raises for a matrix outside the range dlap solves exactly
     shift = int(c.min()) if sign > 0 else -int(c.max())
-    u, v = _as_int(xp, u, "row_duals", problems), _as_int(xp, v, "col_duals", problems)
-    if problems:
-        return refused(problems)
+    if max(int(u.max()), -int(u.min()), int(v.max()), -int(v.min())) > 2**62:
+        return refused(problems + ["a dual exceeds 2**62"])  # (the sign flip below must not overflow)
     u, v = sign * u, sign * v
-    if max(abs(int(u.max()) - shift), abs(int(u.min()) - shift)) > _DUAL_LIMIT or int(abs(v).max()) > _DUAL_LIMIT:
+    if max(int(u.max()) - shift, shift - int(u.min()), int(v.max()), -int(v.min())) > _DUAL_LIMIT:
         return refused(problems + [f"a dual is more than 2**61 from the entries: {int(u.min())}..{int(u.max())}, "
                                    f"{int(v.min())}..{int(v.max())}"])
     u_d = u - np.int64(shift)
@@ -180,6 +183,9 @@ def _as_int(xp, duals, name, problems):
     """Integer duals as int64; float duals that are whole numbers too (else None: an integer
     matrix's duals are integers in dlap, and exact arithmetic needs them)."""
     if duals.dtype.kind in "biu":
+        if duals.dtype == np.uint64 and duals.size and int(duals.max()) > 2**62:
+            problems.append(f"{name} exceed 2**62")
+            return None
         return duals.astype(np.int64)
     if duals.size and float(abs(duals).max()) > 2**62:
         problems.append(f"{name} exceed 2**62")

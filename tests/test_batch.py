@@ -43,10 +43,28 @@ def assert_batch(result, costs, maximize):
         assert rows.dtype == cols.dtype == np.int64 and len(rows) == min(cost.shape)
         assert np.all(np.diff(rows) > 0) and len(np.unique(cols)) == len(cols)
         objective = _value(result.objective[b])
-        assert_scipy_objective(SimpleNamespace(objective=objective, row_ind=rows, col_ind=cols), cost, picked)
+        try:
+            assert_scipy_objective(SimpleNamespace(objective=objective, row_ind=rows, col_ind=cols), cost, picked)
+        except AssertionError:
+            # scipy can be wrong where costs of 1e-12 sit beside 1e4 (c - u - v rounds them away;
+            # found by hypothesis: scipy 3e-12, optimum 2e-12): the exact optimum decides
+            assert objective == exhaustive_optimum(cost, maximize), (objective, picked.sum())
         assert np.isclose(float(cost[rows, cols].astype(np.float64).sum()), float(objective), rtol=1e-12, atol=0)
         certificate = result.verify(b, cost)
         assert certificate.optimal, (b, certificate)
+
+
+def exhaustive_optimum(cost, maximize):
+    """The optimum over every assignment (small matrices), each total correctly rounded."""
+    import itertools
+    import math
+
+    cost = np.asarray(cost, dtype=np.float64)
+    if cost.shape[0] > cost.shape[1]:
+        cost = cost.T
+    totals = [math.fsum(cost[i, j] for i, j in enumerate(cols))
+              for cols in itertools.permutations(range(cost.shape[1]), cost.shape[0])]
+    return max(totals) if maximize else min(totals)
 
 
 def _value(x):
@@ -190,3 +208,15 @@ def test_a_dlpack_array_is_read_without_pandas_or_torch():
     rows, cols = dlap.linear_sum_assignment(DLPackOnly(cost))
     assert np.isclose(cost[rows, cols].sum(), cost[scipy_lsa(cost)].sum())
     assert dlap.solve_batch(DLPackOnly(cost[None])).objective[0] == pytest.approx(cost[rows, cols].sum())
+
+
+def test_tiny_costs_beside_large_ones():
+    """Found by hypothesis: scipy answers 3e-12 here, the optimum is 2e-12 (and dlap.solve
+    answers 3e-12 too: float answers are exact to 1e-9 of the magnitudes they involve, and
+    c - u - v at the 1e4 scale of the duals cannot see 1e-12). The CPU batch solver's order of
+    searches finds the optimum on this matrix; the test keeps it that way, and the comparison
+    with scipy now falls back to the exhaustive optimum when the two disagree."""
+    cost = np.array([[1.6386e4, 0.0, 1e-12], [1e-12, -1.6385e4, 1e-12], [1.6386e4, 1e-12, 1e-12]])
+    result = dlap.solve_batch([cost], duals=True)
+    assert _value(result.objective[0]) == exhaustive_optimum(cost, False) == 2e-12
+    assert result.verify(0, cost).optimal

@@ -13,7 +13,9 @@ ties each solve to its client and its workers:
 - when the scheduler removes a worker that one of the solve's ranks runs on, it sets the abort
   event at once, so the other ranks stop without waiting for the client to notice.
 
-The scheduler must be able to import dlap (it unpickles the plugin).
+The scheduler must be able to import dlap (it unpickles the plugin), as it must anyway: it
+deserialises the solve's task graph, whose functions are dlap's (checked: a scheduler without
+dlap refuses the graph).
 """
 
 from __future__ import annotations

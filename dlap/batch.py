@@ -18,7 +18,7 @@ is :func:`dlap.certificate.certify` on problem ``b``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -54,7 +54,6 @@ class BatchResult:
     seconds: float = 0.0
     row_duals: list | None = None
     col_duals: list | None = None
-    stats: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.row_ind)
@@ -169,6 +168,7 @@ class _Problems:
         return self.dtype.kind in "iu"
 
     def each(self):
+        """The problems' matrices, one by one (views of a 3-D batch)."""
         return [self.stacked[b] for b in range(len(self.n))] if self.stacked is not None else self.matrices
 
     def moved(self, gpu: bool) -> _Problems:

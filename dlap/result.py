@@ -44,8 +44,10 @@ class Stats:
     switches: int = 0  # DGS: 2-exchanges applied
     time_limit_reached: bool = False  # DGS: stopped by its time limit, not by convergence
     threads: int = 0  # CPU threads the kernels ran on (dlap.threads); 0 on a GPU
+    last_phase: str = field(default="", compare=False)  # the phase timed last (a live solve's progress)
 
     def add(self, phase: str, seconds: float, count: int = 1) -> None:
+        self.last_phase = phase
         self.phase_seconds[phase] = self.phase_seconds.get(phase, 0.0) + seconds
         self.phase_counts[phase] = self.phase_counts.get(phase, 0) + count
 

@@ -38,6 +38,7 @@ class Comm(ABC):
         self.rank, self.size = rank, size
         self.seconds = 0.0  # time spent inside collectives (stats: "communication")
         self.calls = 0
+        self.bytes = 0  # bytes this rank sent (NCCL: its buffers' size; the dashboard shows them)
 
     @abstractmethod
     def allreduce(self, x, op: str):
@@ -71,9 +72,10 @@ class Comm(ABC):
         stacked = self.allgather(padded)
         return xp.concatenate([stacked[r, : sizes[r]] for r in range(self.size)])
 
-    def _timed(self, start: float) -> None:
+    def _timed(self, start: float, nbytes: int) -> None:
         self.seconds += time.perf_counter() - start
         self.calls += 1
+        self.bytes += nbytes
 
 
 def _xp(x):
@@ -119,7 +121,7 @@ class NCCLComm(Comm):
             np.dtype(np.uint8): nccl.NCCL_UINT8, np.dtype(np.uint64): nccl.NCCL_UINT64,
         }
 
-    def _run(self, launch):
+    def _run(self, launch, nbytes: int):
         if self._aborted:
             raise CommAborted("dlap: the solve was aborted")
         start = time.perf_counter()
@@ -128,26 +130,27 @@ class NCCLComm(Comm):
         stream.synchronize()
         if self._aborted:
             raise CommAborted("dlap: the solve was aborted")
-        self._timed(start)
+        self._timed(start, nbytes)
 
     def allreduce(self, x, op):
         x = self._cupy.ascontiguousarray(x)
         out = self._cupy.empty_like(x)
         op_code = _REDUCE_OPS.index(op)
         self._run(lambda s: self._comm.allReduce(
-            x.data.ptr, out.data.ptr, x.size, self._types[x.dtype], op_code, s))
+            x.data.ptr, out.data.ptr, x.size, self._types[x.dtype], op_code, s), x.nbytes)
         return out
 
     def allgather(self, x):
         x = self._cupy.ascontiguousarray(x)
         out = self._cupy.empty((self.size, *x.shape), dtype=x.dtype)
-        self._run(lambda s: self._comm.allGather(x.data.ptr, out.data.ptr, x.size, self._types[x.dtype], s))
+        self._run(lambda s: self._comm.allGather(x.data.ptr, out.data.ptr, x.size, self._types[x.dtype], s), x.nbytes)
         return out
 
     def bcast(self, x, root=0):
         x = self._cupy.ascontiguousarray(x)
         out = self._cupy.empty_like(x)
-        self._run(lambda s: self._comm.broadcast(x.data.ptr, out.data.ptr, x.size, self._types[x.dtype], root, s))
+        self._run(lambda s: self._comm.broadcast(x.data.ptr, out.data.ptr, x.size, self._types[x.dtype], root, s),
+                  x.nbytes if self.rank == root else 0)
         return out
 
     def abort(self):
@@ -241,7 +244,7 @@ class RPCComm(Comm):
                     box.ready.wait(_POLL)
                 if src != self.rank:
                     pieces[src] = np.asarray(box.messages.pop((seq, src)))
-        self._timed(start)
+        self._timed(start, x.nbytes * (self.size - 1))
         return xp.asarray(np.stack(pieces))
 
     def allreduce(self, x, op):

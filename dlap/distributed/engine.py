@@ -56,7 +56,7 @@ class RankSpec:
     bounds: tuple[int, ...]  # slab boundaries along the split axis: rank r owns [b[r], b[r+1])
     integer: bool
     comm: tuple  # ("nccl", unique_id) or ("rpc", worker addresses in rank order)
-    progress_topic: str | None = None
+    progress_topic: str = ""
     abort_event: str | None = None
 
     @property
@@ -425,15 +425,26 @@ def _host_threads(slab, worker):
     return solve_threads(slab.size, limit=worker.state.nthreads)
 
 
-def _progress_events(worker, spec: RankSpec):
-    """Rank 0's progress hook: a worker event on the solve's topic (the client shows it)."""
-    if spec.rank != 0 or not spec.progress_topic:
+def _progress_events(worker, spec: RankSpec, live):
+    """Rank 0's progress hook: a worker event on the solve's topic, with ``live()``'s counters
+    (the client's progress bar shows ``matched``, the scheduler's dlap page all of it)."""
+    if spec.rank != 0:
         return None
 
     def report(matched: int, total: int) -> None:
-        worker.log_event(spec.progress_topic, {"matched": matched, "total": total})
+        worker.log_event(spec.progress_topic, {"matched": matched, "total": total, **live()})
 
     return report
+
+
+def _live(solver, comm) -> dict:
+    """What the dashboard shows of a running rank: the phase timed last, iterations, dual
+    updates, seconds per phase, this rank's collectives and the bytes it sent."""
+    stats = solver.stats
+    return {
+        "phase": stats.last_phase, "iterations": stats.iterations, "dual_updates": stats.dual_updates,
+        "phase_seconds": dict(stats.phase_seconds), "collectives": comm.calls, "bytes_sent": comm.bytes,
+    }
 
 
 def _make_comm(spec: RankSpec):
@@ -449,7 +460,8 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
     from distributed import get_worker
 
     worker = get_worker()
-    report = _progress_events(worker, spec)
+    solver = comm = None
+    report = _progress_events(worker, spec, lambda: _live(solver, comm))  # called once both exist
     if is_device_array(slab):
         import cupy
 

@@ -139,8 +139,9 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     abort = Event(abort_name, client=client)
     # the scheduler releases the lock and aborts the ranks if this client dies (registry.py)
     registry.install(client)
-    registry.begin(client, solve_id, lock, abort_name, workers)
+    registry.begin(client, solve_id, lock, abort_name, workers, method, source.shape)
     running = []  # the tasks to stop if the caller is interrupted
+    state = "done"
     try:
         lock.acquire()  # two solves never share a worker (each rank task holds its worker's comm)
         offset = source_offset(client, source, maximize)
@@ -157,7 +158,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         specs = [
             RankSpec(solve_id=solve_id, rank=r, size=n_ranks, method=method, shape=shape, bounds=bounds,
                      integer=integer, comm=comm,
-                     progress_topic=topic if progress else None, abort_event=abort_name)
+                     progress_topic=topic, abort_event=abort_name)
             for r in range(n_ranks)
         ]
         running = futures = [
@@ -170,11 +171,12 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
             _wait(client, futures, workers, abort)
         results = client.gather(futures)
     except BaseException as e:
+        state = f"failed: {type(e).__name__}"
         if not isinstance(e, Exception):  # KeyboardInterrupt: the caller stops the solve, ranks included
             _stop_ranks(client, running, workers, abort)
         raise
     finally:
-        registry.end(client, solve_id)  # and the scheduler releases the lock
+        registry.end(client, solve_id, state)  # and the scheduler releases the lock
     result = _assignment(results, integer, offset, method, maximize, transposed, time.perf_counter() - started,
                          n_ranks, gpu)
     result.stats.phase_seconds["placement"] = placed - started

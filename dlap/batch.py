@@ -25,8 +25,8 @@ import numpy as np
 from .arrays import adopt
 from .certificate import certify
 from .problem import (
-    MAX_INTEGER_MAGNITUDE, MAX_INTEGER_SPAN, MSG_INFEASIBLE, MSG_INTEGER_RANGE, MSG_INVALID, array_module,
-    as_cost_array, as_numeric_array, is_device_array, working_dtype,
+    MSG_INFEASIBLE, MSG_INVALID, array_module, as_cost_array, as_numeric_array, is_device_array, offset_for_range,
+    working_dtype,
 )
 from .result import caller_duals
 
@@ -204,10 +204,10 @@ class _Problems:
             pairs = [(int(a.min()), int(a.max())) if a.size else (0, 0) for a in self.each()]
             lo, hi = [p[0] for p in pairs], [p[1] for p in pairs]
         for b, (low, high) in enumerate(zip(lo, hi)):
-            if max(-low, high) > MAX_INTEGER_MAGNITUDE or high - low > MAX_INTEGER_SPAN:
-                raise ValueError(f"problem {b}: " + MSG_INTEGER_RANGE.format(lo=low, hi=high))
-            if max(-low, high) > MAX_INTEGER_SPAN:
-                offsets[b] = -high if maximize else low
+            try:
+                offsets[b] = offset_for_range(low, high, maximize)
+            except ValueError as e:
+                raise ValueError(f"problem {b}: {e}") from None
         return offsets
 
     def packed(self):

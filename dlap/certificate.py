@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .problem import MSG_NOT_2D, array_module, check_entries, integer_offset
+from .problem import MSG_NOT_2D, array_module, check_entries, offset_for_range
 
 BLOCK_ELEMENTS = 1 << 22  # matrix entries per block (bounded temporaries)
 #: integer duals, less the entries' offset, are checked within ± this (int64 then holds every sum)
@@ -144,8 +144,9 @@ def _blocks(c):
 def _integer_terms(xp, c, rows, cols, u, v, sign, objective, heuristic, rtol, problems) -> Certificate:
     """Steps 2-5 in exact integer arithmetic: ``d = sign * c - shift`` lies in ``[0, span]``."""
     k, rectangular = c.shape[0], c.shape[0] < c.shape[1]
-    integer_offset(c, sign < 0)  # raises for a matrix outside the range dlap solves exactly
-    shift = int(c.min()) if sign > 0 else -int(c.max())
+    lo, hi = int(c.min()), int(c.max())
+    offset_for_range(lo, hi, sign < 0)  # raises for a matrix outside the range dlap solves exactly
+    shift = lo if sign > 0 else -hi
     if max(int(u.max()), -int(u.min()), int(v.max()), -int(v.min())) > 2**62:
         return refused(problems + ["a dual exceeds 2**62"])  # (the sign flip below must not overflow)
     u, v = sign * u, sign * v

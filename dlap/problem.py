@@ -199,7 +199,12 @@ def integer_offset(matrix, maximize: bool) -> int:
     integers can leave it, so only they cost a pass over the matrix."""
     if matrix.dtype.kind not in "iu" or matrix.dtype.itemsize < 8 or matrix.size == 0:
         return 0
-    lo, hi = int(matrix.min()), int(matrix.max())
+    return offset_for_range(int(matrix.min()), int(matrix.max()), maximize)
+
+
+def offset_for_range(lo: int, hi: int, maximize: bool) -> int:
+    """:func:`integer_offset` of integer entries from ``lo`` to ``hi`` (however they were found:
+    one matrix, a problem of a batch, a dask array reduced on its workers)."""
     if max(-lo, hi) > MAX_INTEGER_MAGNITUDE or hi - lo > MAX_INTEGER_SPAN:
         raise ValueError(MSG_INTEGER_RANGE.format(lo=lo, hi=hi))
     if max(-lo, hi) <= MAX_INTEGER_SPAN:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..problem import MSG_NOT_2D, integer_offset, working_dtype
+from ..problem import MSG_NOT_2D, offset_for_range, working_dtype
 from .engine import prepare_slab
 
 
@@ -77,7 +77,7 @@ def source_offset(client, source: Source, maximize: bool) -> int:
 
     array = da.from_zarr(source.array) if source.is_zarr else source.array
     lo, hi = client.compute([array.min(), array.max()], sync=True)
-    return integer_offset(np.array([int(lo), int(hi)], dtype=source.dtype), maximize)
+    return offset_for_range(int(lo), int(hi), maximize)
 
 
 def slab_bounds(source: Source, axis: int, n_ranks: int) -> tuple[int, ...]:

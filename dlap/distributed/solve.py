@@ -233,8 +233,10 @@ def _stop_ranks(client, futures, workers, abort, failure=None) -> None:
     whose workers are alive to stop, cancel every task, and raise the first real cause of
     ``failure`` (None: the caller was interrupted, and re-raises that itself)."""
     abort.set()
-    deadline = time.perf_counter() + ABORT_GRACE
-    while time.perf_counter() < deadline and not all(f.done() for f in _alive(client, futures, workers)):
+    deadline, next_check, waited = time.perf_counter() + ABORT_GRACE, 0.0, futures
+    while time.perf_counter() < deadline and not all(f.done() for f in waited):
+        if time.perf_counter() >= next_check:  # the scheduler is asked every POLL, the futures every TICK
+            waited, next_check = _alive(client, futures, workers), time.perf_counter() + POLL
         time.sleep(TICK)  # a rank still blocked after the grace is cancelled below
     if isinstance(failure, OSError):
         # a rank that could not reach a peer usually raced the scheduler's notice of that peer's

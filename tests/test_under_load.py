@@ -66,46 +66,38 @@ def test_dgs_deadlines_hold_on_busy_cores_from_the_first_call(busy_cores):
     assert sum(r["switches"] > 0 for r in runs["loaded"]) >= len(runs["loaded"]) // 2, runs["loaded"]
 
 
-SMALL_SOLVES = """
-import json, time, numpy as np, dlap
+THREAD_MEDIANS = """
+import json, os, sys, time, numpy as np, dlap
 from dlap import generate
-cost = generate.uniform(200, 1.0, seed=0)
+setup, call, repeats = sys.argv[1], compile(sys.argv[2], "<call>", "eval"), int(sys.argv[3])
+exec(setup)
 def median(threads):
     dlap.set_num_threads(threads)
-    dlap.solve(cost, device="cpu")
+    eval(call)
     times = []
-    for _ in range(15):
+    for _ in range(repeats):
         start = time.perf_counter()
-        dlap.solve(cost, device="cpu")
+        eval(call)
         times.append(time.perf_counter() - start)
     return float(np.median(times))
-print(json.dumps({"one": median(1), "default": median(len(__import__("os").sched_getaffinity(0)))}))
+print(json.dumps({"one": median(1), "default": median(len(os.sched_getaffinity(0)))}))
 """
+
+
+def thread_medians(setup: str, call: str, repeats: int) -> dict:
+    """Median seconds of ``call`` (after ``setup``) on one thread and on every core's thread, in
+    a fresh interpreter."""
+    return run_fresh(THREAD_MEDIANS, setup, call, repeats)
 
 
 def test_a_small_cpu_solve_on_busy_cores_is_within_2x_of_one_thread(busy_cores):
-    times = run_fresh(SMALL_SOLVES)
+    times = thread_medians("cost = generate.uniform(200, 1.0, seed=0)", 'dlap.solve(cost, device="cpu")', 15)
     assert times["default"] <= 2 * times["one"] + 0.001, times
-
-
-BATCHES = """
-import json, time, numpy as np, dlap
-costs = np.random.default_rng(0).random((2000, 32, 32))  # 2 M entries: solved by a thread team
-def median(threads):
-    dlap.set_num_threads(threads)
-    dlap.solve_batch(costs, device="cpu")
-    times = []
-    for _ in range(7):
-        start = time.perf_counter()
-        dlap.solve_batch(costs, device="cpu")
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-print(json.dumps({"one": median(1), "default": median(len(__import__("os").sched_getaffinity(0)))}))
-"""
 
 
 def test_a_cpu_batch_on_busy_cores_is_within_2x_of_one_thread(busy_cores):
     """dlap.solve_batch spreads problems over a thread team: on cores other processes hold, the
     team must wait passively, not spin against them."""
-    times = run_fresh(BATCHES)
+    times = thread_medians(  # 2 M entries: solved by a thread team
+        "costs = np.random.default_rng(0).random((2000, 32, 32))", 'dlap.solve_batch(costs, device="cpu")', 7)
     assert times["default"] <= 2 * times["one"] + 0.001, times

@@ -204,6 +204,9 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
     for peer in solvers:
         for warm in warmups:
             peer.run(peer.place(warm) if peer.place else warm)
+    for device in sorted({peer.device for peer in solvers if peer.name.startswith("dlap")}):
+        for warm in warmups:  # the ε-scaling engine too: "auto" may hand a larger instance over
+            solve(warm, method="scaling", device=device)
     records = []
     largest = {}  # (peer, family, f) -> (n, seconds) of the largest instance a CPU peer solved
     sink = open(out, "a") if out else None

@@ -50,7 +50,7 @@ def check(cost, client, method, maximize=False, chunks=None):
     assert np.isfinite(mine.astype(np.float64)).all()
     assert np.all(np.diff(result.row_ind) > 0) and len(np.unique(result.col_ind)) == len(result.col_ind)
     assert len(result.row_ind) == min(cost.shape)
-    assert_scipy_objective(result, cost, picked)
+    assert_scipy_objective(result, cost, picked, maximize)
     assert result.verify().optimal, result.verify()  # the ranks' certificate
     assert result.verify(cost).optimal  # the same duals, checked here against the whole matrix
     return result

@@ -157,14 +157,28 @@ HARD_CASES = [(fam, n) for fam in ("geometric", "geometric-int", "geometric-3d",
                                    "geometric-benefit", "machol-wien", "ties") for n in (300, 1200)]
 
 
-@pytest.mark.parametrize("layout", ["cluster-auto", "cluster-1", "cluster-2", "cluster-8", "device-memory"])
+@pytest.fixture
+def cpu_bids(monkeypatch):
+    """The CPU backend bids in rounds as the GPU does, so the two run the same sequence."""
+    from dlap.backends.cpu import CPUBackend
+
+    monkeypatch.setattr(CPUBackend, "parallel_bidding", True)
+
+
+LAYOUTS = [(layout, True) for layout in ("cluster-auto", "cluster-1", "cluster-2", "cluster-8", "device-memory")]
+
+
+@pytest.mark.parametrize("layout, bids", LAYOUTS + [("cluster-auto", False)],
+                         ids=[f"{a}-{'bids' if b else 'searches'}" for a, b in LAYOUTS + [("cluster-auto", False)]])
 @pytest.mark.parametrize("family, n", HARD_CASES, ids=[f"{a}-{b}" for a, b in HARD_CASES])
-def test_scaling_is_the_cpu_engine_bit_for_bit(family, n, layout, monkeypatch):
-    """The GPU runs the CPU's sequence of searches with the CPU's arithmetic: the same assignment
-    and the same duals, to the last bit, whether a search runs in one block or a cluster of 2 or 8
-    (each holding a slice of the columns in shared memory), or in one block working in device
-    memory (matrices too wide for shared memory)."""
+def test_scaling_is_the_cpu_engine_bit_for_bit(family, n, layout, bids, monkeypatch):
+    """The GPU runs the CPU's sequence of bids and searches with the CPU's arithmetic: the same
+    assignment and the same duals, to the last bit, whether a search runs in one block or a
+    cluster of 2 or 8 (each holding a slice of the columns in shared memory), or in one block
+    working in device memory (matrices too wide for shared memory); and with no bids (every row
+    assigned by a search, as the CPU does by default)."""
     from dlap.backends import gpu, gpu_kernels
+    from dlap.backends.cpu import CPUBackend
 
     if layout == "device-memory":
         monkeypatch.setattr(gpu_kernels, "shared_launch", lambda kernel, nbytes, device_id: 0)
@@ -173,6 +187,8 @@ def test_scaling_is_the_cpu_engine_bit_for_bit(family, n, layout, monkeypatch):
         if size not in gpu_kernels.cluster_sizes("scaling_phase"):
             pytest.skip(f"no clusters of {size} blocks on this GPU")
         monkeypatch.setattr(gpu, "SCALING_CLUSTER", size)
+    monkeypatch.setattr(CPUBackend, "parallel_bidding", bids)
+    monkeypatch.setattr(gpu.GPUBackend, "parallel_bidding", bids)
     cost = generate.family(family, n, seed=n)
     maximize = family in generate.MAXIMIZE
     on_gpu = dlap.solve(cost, method="scaling", device="gpu", maximize=maximize)
@@ -185,13 +201,23 @@ def test_scaling_is_the_cpu_engine_bit_for_bit(family, n, layout, monkeypatch):
 
 @pytest.mark.parametrize("family, n", [(f, n) for f in ("geometric", "geometric-benefit", "machol-wien", "geometric-int")
                                        for n in (2000, 5000)])
-def test_scaling_at_larger_sizes(family, n):
+def test_scaling_at_larger_sizes(family, n, cpu_bids):
     cost = generate.family(family, n, seed=1)
     maximize = family in generate.MAXIMIZE
     on_gpu = dlap.solve(cost, method="scaling", device="gpu", maximize=maximize)
     on_cpu = dlap.solve(cost, method="scaling", device="cpu", maximize=maximize)
-    assert on_gpu.objective == on_cpu.objective  # the same searches: the same optimum, exactly
+    assert on_gpu.objective == on_cpu.objective  # the same bids and searches: the same optimum, exactly
+    assert on_gpu.stats.phase_counts == on_cpu.stats.phase_counts
     assert_valid(on_gpu, cost, maximize)
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES), ids=list(STRATEGIES))
+def test_bids_agree_with_scipy_on_the_gpu(strategy, monkeypatch):
+    """BIDDING_TAIL = 0: the rounds of bids run on matrices of a few rows too."""
+    from dlap.hungarian import scaling
+
+    monkeypatch.setattr(scaling, "BIDDING_TAIL", 0)
+    check_strategy(strategy, {"method": "scaling", "device": "gpu"}, SETTINGS)
 
 
 def test_scaling_finds_an_infeasible_matrix_in_an_epsilon_phase():
@@ -204,7 +230,7 @@ def test_scaling_finds_an_infeasible_matrix_in_an_epsilon_phase():
         dlap.solve(cost, method="scaling", device="cpu")
 
 
-def test_scaling_rectangular_on_the_gpu():
+def test_scaling_rectangular_on_the_gpu(cpu_bids):
     for shape in [(300, 420), (420, 300)]:
         cost = generate.geometric(max(shape), seed=4, same_points=True)[: shape[0], : shape[1]]
         for maximize in (False, True):

@@ -24,6 +24,9 @@ class Backend(ABC):
 
     #: device name reported in ``Assignment.stats.device``
     device: str = ""
+    #: ε-scaling: whether the phases start with rounds of bids by every free row at once (a GPU
+    #: scans thousands of rows in the time one search step takes; a CPU's few cores do not gain)
+    parallel_bidding: bool = False
 
     @abstractmethod
     def allocate(self, problem: Problem) -> HungarianState:
@@ -108,16 +111,33 @@ class Backend(ABC):
         None when a row has no finite entry (infeasible)."""
 
     @abstractmethod
-    def scaling_phase(self, state: HungarianState, eps: float, reverse: bool) -> bool:
-        """ε-scaling, step 2: every row assigned from an empty assignment by a shortest
-        augmenting path search that lowers the prices of the columns it completed by at least
-        ``eps`` (rows last to first with ``reverse``). False: a row reaches no free column."""
+    def empty_assignment(self, state: HungarianState) -> None:
+        """ε-scaling, start of a phase: every row unassigned, and listed as free."""
 
     @abstractmethod
-    def exact_phase(self, state: HungarianState) -> bool:
-        """ε-scaling, step 3: the same with ε = 0, rows in order, then virtual rows of zero
-        costs for a rectangular matrix; leaves the optimal assignment and duals ``u``, ``v``
-        (``v <= 0``, 0 on unassigned columns). False: infeasible."""
+    def bidding_rounds(self, state: HungarianState, eps: float, tail: int, max_rounds: int, stall: int,
+                       keep_share: float) -> tuple[int, int, int]:
+        """ε-scaling: Jacobi rounds of bids by every free row against the same prices (a free
+        column at the row's minimum taken as it is; otherwise the cheapest column, its price
+        lowered by the row's second-smallest reduced cost minus its smallest, plus ``eps``; the
+        largest decrement wins a column, ties to the lowest row), while more than ``tail`` rows
+        are free, at most ``max_rounds``, stopping after ``stall`` rounds in a row that assign
+        no more rows or (``keep_share`` > 0) after a round that leaves more than ``keep_share``
+        of its rows free. ``eps = 0`` is Jonker & Volgenant's augmenting row reduction, which
+        keeps every assigned pair tight. Returns (free rows left, listed as free; rounds; bids)."""
+
+    @abstractmethod
+    def assign_free_rows(self, state: HungarianState, eps: float, reverse: bool, virtual: bool) -> bool:
+        """ε-scaling: assign every free row (in ascending order, descending with ``reverse``)
+        by a shortest augmenting path search that lowers the prices of the columns it completed
+        by at least ``eps``; then, with ``virtual``, one virtual row of zero costs per column
+        beyond the rows (the exact phase of a rectangular matrix). False: a row reaches no free
+        column (infeasible)."""
+
+    @abstractmethod
+    def exact_duals(self, state: HungarianState) -> None:
+        """ε-scaling, end of the exact phase: the row duals ``u`` of the tight assignment
+        (``C[i, row_match[i]] - v[row_match[i]]``)."""
 
     @abstractmethod
     def switching(self):

@@ -137,24 +137,38 @@ class CPUBackend(Backend):
         ks.greedy_excess(state.cost, state.v, state.u, order, picked, excess)
         return math.fsum(excess.tolist())
 
-    def _assign_all(self, state, eps, reverse, n_virtual):
-        return ks.scaling_phase(
-            state.cost, state.v, eps, reverse, n_virtual, state.row_match, state.col_match,
+    def empty_assignment(self, state):
+        state.row_match.fill(-1)
+        state.col_match.fill(-1)
+        self.optimality_check(state)
+
+    def bidding_rounds(self, state, eps, tail, max_rounds, stall, keep_share):
+        if state.bids is None:  # scratch of the bids: per free row, then per column
+            state.bids = (np.empty(state.n_rows, dtype=np.int64), np.empty(state.n_rows),
+                          np.full(state.n_cols, -1.0), np.full(state.n_cols, -1, dtype=np.int64))
+        n_free, rounds, bids, stalled = state.n_free, 0, 0, 0
+        while n_free > tail and rounds < max_rounds:
+            previous = n_free
+            n_free = ks.bidding_round(
+                state.cost, state.v, eps, state.free_rows, n_free, state.row_match, state.col_match, *state.bids
+            )
+            rounds, bids = rounds + 1, bids + previous
+            stalled = stalled + 1 if n_free == previous else 0
+            if (keep_share > 0 and n_free > previous * keep_share) or stalled >= stall:
+                break
+        state.n_free = n_free
+        return n_free, rounds, bids
+
+    def assign_free_rows(self, state, eps, reverse, virtual):
+        rows = state.free_rows[: state.n_free]
+        return ks.assign_free_rows(
+            state.cost, state.v, eps, rows[::-1].copy() if reverse else rows,
+            state.n_cols - state.n_rows if virtual else 0, state.row_match, state.col_match,
             state.slack, state.col_pred, state.v_open, state.forest_cols, state.col_level, state.counters,
         )
 
-    def scaling_phase(self, state, eps, reverse):
-        return self._assign_all(state, eps, reverse, 0)
-
-    def exact_phase(self, state):
-        if not self._assign_all(state, 0.0, False, state.n_cols - state.n_rows):
-            return False
+    def exact_duals(self, state):
         ks.tight_duals(state.cost, state.v, state.row_match, state.u)
-        if state.n_cols > state.n_rows:
-            top = state.v.max()  # the unassigned columns' price: shift it to 0
-            state.v -= top
-            state.u += top
-        return True
 
     def switching(self):
         from .cpu_dgs import CPUSwitching

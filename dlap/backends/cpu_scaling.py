@@ -31,7 +31,7 @@ from numba import njit, prange
 
 from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
 
-from .cpu_kernels import _COLUMN_BLOCK, _min_slack, row_reduction
+from .cpu_kernels import _COLUMN_BLOCK, _min_slack, optimality_check, row_reduction
 
 INF = np.inf
 
@@ -237,12 +237,13 @@ def _search(C, i0, virtual, extra_match, v, v_open, col_match, dist, col_pred, d
 
 
 @njit(cache=True, nogil=True)
-def scaling_phase(C, v, eps, reverse, n_virtual, row_match, col_match, dist, col_pred, v_open,
-                  done, done_dist, counters):
-    """Assign every row, and then ``n_virtual`` rows of zero costs, from an empty assignment:
+def assign_free_rows(C, v, eps, rows, n_virtual, row_match, col_match, dist, col_pred, v_open,
+                     done, done_dist, counters):
+    """Assign each row of ``rows`` (free, in that order), then ``n_virtual`` rows of zero costs:
     one shortest augmenting path search each (ε = 0: exact; ε > 0: completed columns lowered by
-    at least ε). ``reverse`` takes the rows last to first. Returns False when a row finds no
-    finite path (infeasible). ``counters[1]`` counts rows scanned, ``counters[0]`` searches.
+    at least ε), from the partial assignment in ``row_match``/``col_match``. Returns False when a
+    row finds no finite path (infeasible). ``counters[1]`` counts rows scanned, ``counters[0]``
+    searches.
 
     Virtual rows make a rectangular problem square for the exact phase: a column a virtual row
     holds is unassigned in the caller's problem, and the optimality conditions of the square
@@ -251,12 +252,9 @@ def scaling_phase(C, v, eps, reverse, n_virtual, row_match, col_match, dist, col
     n_rows, n_cols = C.shape
     extra_match = np.full(n_virtual, -1, dtype=np.int64)  # row_match of the virtual rows
     for j in range(n_cols):
-        col_match[j] = -1
         v_open[j] = v[j]
-    for i in range(n_rows):
-        row_match[i] = -1
-    for q in range(n_rows + n_virtual):
-        i0 = (n_rows - 1 - q if reverse else q) if q < n_rows else q
+    for q in range(rows.shape[0] + n_virtual):
+        i0 = rows[q] if q < rows.shape[0] else n_rows + q - rows.shape[0]
         counters[0] += 1
         end, length, n_done = _search(C, i0, n_rows, extra_match, v, v_open, col_match, dist,
                                       col_pred, done, done_dist, counters)
@@ -288,6 +286,86 @@ def scaling_phase(C, v, eps, reverse, n_virtual, row_match, col_match, dist, col
         if col_match[j] >= n_rows:
             col_match[j] = -1  # held by a virtual row: unassigned in the caller's problem
     return True
+
+
+# --------------------------------------------------------------------------------------------
+# Bids: every free row at once (Jacobi rounds of Bertsekas' auction)
+# --------------------------------------------------------------------------------------------
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def _bids(C, v, eps, free_rows, n_free, col_match, bid_col, bid_dec):
+    """Each free row's bid, from the same prices (reduction.cu's ``arr_bid``, step for step):
+    its smallest reduced cost ``u1`` (first column j1 on ties), the second smallest ``u2`` and
+    the smallest over free columns (first column jf). A free column at the minimum is taken at
+    no price change; otherwise the row bids for j1, lowering its price by ``u2 - u1 + ε`` (by ε
+    alone when j1 is the row's only finite entry; with ε = 0, JV's augmenting row reduction, it
+    makes no bid when ``u1 == u2`` or u2 is infinite). ``bid_col`` is -1 for no bid."""
+    n_cols = C.shape[1]
+    for q in prange(n_free):
+        i = free_rows[q]
+        u1 = INF
+        u2 = INF
+        uf = INF
+        j1 = -1
+        jf = -1
+        for j in range(n_cols):
+            h = np.float64(C[i, j]) - v[j]
+            if h < u2:
+                if h < u1:
+                    u2 = u1
+                    u1 = h
+                    j1 = j
+                else:
+                    u2 = h
+            if col_match[j] < 0 and h < uf:
+                uf = h
+                jf = j
+        target = -1
+        dec = 0.0
+        if u1 < INF:
+            if uf == u1:
+                target = jf
+            elif u1 < u2 and u2 < INF:
+                target = j1
+                dec = (u2 - u1) + eps
+            elif eps > 0:
+                target = j1
+                dec = ((u2 - u1) if u2 < INF else 0.0) + eps
+        bid_col[q] = target
+        bid_dec[q] = dec
+
+
+@njit(cache=True, nogil=True)
+def bidding_round(C, v, eps, free_rows, n_free, row_match, col_match, bid_col, bid_dec, col_best, col_winner):
+    """One round: every free row bids (:func:`_bids`), the largest decrement wins a column
+    (equal ones: the lowest row), winners take their column and lower its price by their bid,
+    displacing its row. Returns the free rows left, listed in ``free_rows`` in ascending order.
+    ``col_best``/``col_winner`` are scratch (-1 in, -1 out)."""
+    _bids(C, v, eps, free_rows, n_free, col_match, bid_col, bid_dec)
+    for q in range(n_free):
+        j = bid_col[q]
+        if j < 0:
+            continue
+        i = free_rows[q]
+        w = col_winner[j]
+        if w < 0 or bid_dec[q] > col_best[j] or (bid_dec[q] == col_best[j] and i < w):
+            col_best[j] = bid_dec[q]
+            col_winner[j] = i
+    for q in range(n_free):
+        j = bid_col[q]
+        if j < 0 or col_winner[j] != free_rows[q]:
+            continue
+        i = free_rows[q]
+        previous = col_match[j]
+        if previous >= 0:
+            row_match[previous] = -1
+        col_match[j] = i
+        row_match[i] = j
+        v[j] -= bid_dec[q]
+        col_winner[j] = -1
+        col_best[j] = -1.0
+    return optimality_check(row_match, free_rows)
 
 
 @njit(cache=True, nogil=True)

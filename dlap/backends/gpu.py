@@ -167,6 +167,7 @@ class GPUBackend(Backend):
     """Date & Nagi's primitives on one CUDA device."""
 
     device = "gpu"
+    parallel_bidding = True
 
     def allocate(self, problem: Problem) -> GPUState:
         matrix = problem.matrix
@@ -319,30 +320,25 @@ class GPUBackend(Backend):
         return _finite(state.u)
 
     def _augmenting_row_reduction(self, state: GPUState) -> None:
-        """JV's augmenting row reduction as parallel rounds (reduction.cu, arr_bid)."""
-        n_rows, n_cols = state.n_rows, state.n_cols
-        bid_col = cupy.empty(n_rows, dtype=np.int32)
-        bid_dec = cupy.empty(n_rows)
-        col_best = cupy.zeros(n_cols, dtype=np.uint64)
-        col_winner = cupy.full(n_cols, np.iinfo(np.int32).max, dtype=np.int32)
-        bid = gk.kernel("reduction", "arr_bid", state.cost.dtype)
-        resolve, apply = gk.kernel("reduction", "arr_resolve"), gk.kernel("reduction", "arr_apply")
-        n_free = self.optimality_check(state)
-        for _ in range(ARR_MAX_ROUNDS):
-            if n_free == 0:
-                break
-            bid((n_free,), (gk.BLOCK,), (
-                state.cost, np.int32(n_cols), state.free_rows, state.ctl, state.v, state.col_match,
-                bid_col, bid_dec, col_best,
-            ))
-            resolve((gk.blocks(n_free),), (gk.BLOCK,), (state.ctl, state.free_rows, bid_col, bid_dec, col_best, col_winner))
-            apply((gk.blocks(n_free),), (gk.BLOCK,), (
-                state.ctl, state.free_rows, bid_col, bid_dec, col_best, col_winner,
-                state.row_match, state.col_match, state.v,
-            ))
-            previous, n_free = n_free, self.optimality_check(state)
-            if n_free > previous * (1 - ARR_MIN_PROGRESS):
-                break
+        """JV's augmenting row reduction: rounds of bids with ε = 0 (bidding.cu)."""
+        self.optimality_check(state)
+        self.bidding_rounds(state, 0.0, 0, ARR_MAX_ROUNDS, ARR_MAX_ROUNDS, 1 - ARR_MIN_PROGRESS)
+
+    def bidding_rounds(self, state, eps, tail, max_rounds, stall, keep_share):
+        if state.bids is None:  # per free row: column, decrement, next list; per column: best bid, its row
+            state.bids = (cupy.empty(state.n_rows, dtype=np.int32), cupy.empty(state.n_rows),
+                          cupy.empty(state.n_rows, dtype=np.int32), cupy.zeros(state.n_cols, dtype=np.uint64),
+                          cupy.full(state.n_cols, np.iinfo(np.int32).max, dtype=np.int32))
+        bid_col, bid_dec, next_rows, col_best, col_winner = state.bids
+        state.ctl[gk.CTL_BID_ROUNDS : gk.CTL_BIDS + 1] = 0
+        gk.launch_persistent("bidding", "bidding_rounds", state.cost.dtype, (
+            state.cost, np.int32(state.n_cols), state.v, np.float64(eps), state.row_match, state.col_match,
+            state.free_rows, next_rows, bid_col, bid_dec, col_best, col_winner, np.int32(tail),
+            np.int32(max_rounds), np.int32(stall), np.float64(keep_share), state.ctl, state.barrier,
+        ), state.device_id)
+        ctl = state.ctl.get()
+        state.n_free = int(ctl[gk.CTL_N_FREE])
+        return state.n_free, int(ctl[gk.CTL_BID_ROUNDS]), int(ctl[gk.CTL_BIDS])
 
     def initial_assignment(self, state):
         gk.kernel("reduction", "initial_assignment", state.cost.dtype)(
@@ -404,7 +400,7 @@ class GPUBackend(Backend):
         return nnz
 
     def classical_forward_pass(self, state):
-        gk.launch_forward("classical_forward_pass", None, (
+        gk.launch_persistent("forward", "classical_forward_pass", None, (
             state.row_ptr, state.col_idx, state.col_match, state.free_rows, np.int32(state.n_cols),
             state.col_pred, state.row_pred, state.col_seen, state.rows_q, state.reverse, state.ctl,
             state.barrier,
@@ -431,7 +427,7 @@ class GPUBackend(Backend):
     # ---------------------------------------------------------------- tree variant
 
     def tree_forward_pass(self, state, n_roots, collect_ties):
-        gk.launch_forward("tree_forward_pass", state.cost.dtype, (
+        gk.launch_persistent("forward", "tree_forward_pass", state.cost.dtype, (
             state.cost, np.int32(state.n_cols), state.u, state.v, state.col_match, state.free_rows,
             np.int32(n_roots), np.int32(bool(collect_ties)), state.slack, state.col_pred,
             state.row_pred, state.row_level, state.col_level, state.v_open, state.forest_cols,
@@ -501,44 +497,40 @@ class GPUBackend(Backend):
         excess = state.cost[rows, cols].astype(np.float64) - state.v[cols] - state.u[rows]
         return math.fsum(excess.get().tolist())
 
-    def _assign_rows(self, state, eps: float, reverse: bool, q_begin: int, q_end: int) -> bool:
-        """One launch of scaling_phase over the rows q_begin <= q < q_end (rows from n_rows on
-        are virtual); False when a row reached no free column."""
+    def _search_rows(self, state, eps: float, rows, q_begin: int, q_end: int) -> bool:
+        """One launch of scaling_phase: the searches for rows[q] for q_begin <= q < q_end, or for
+        the virtual rows q (from n_rows on); False when a row reached no free column."""
         buffers = state.scaling
         state.ctl[gk.CTL_STATUS] = 0
         kernel, cluster, threads, shared = _search_kernel(state.n_cols, state.cost.dtype, state.device_id)
         kernel((cluster,), (threads,), (
             state.cost, np.int32(state.n_rows), np.int32(state.n_cols), state.v, np.float64(eps),
-            np.int32(bool(reverse)), np.int32(q_begin), np.int32(q_end), state.row_match, state.col_match,
+            rows, np.int32(q_begin), np.int32(q_end), state.row_match, state.col_match,
             buffers.extra_match, buffers.dist, buffers.col_u, buffers.closed, buffers.scan_pred, buffers.pred,
             buffers.done, buffers.done_dist, np.int32(shared > 0), state.ctl,
         ), shared_mem=shared)
         return int(state.ctl[gk.CTL_STATUS]) == 0
 
-    def _reset_assignment(self, state) -> None:
+    def empty_assignment(self, state):
         if state.scaling is None:
             state.scaling = _ScalingBuffers.allocate(state.n_rows, state.n_cols)
         state.row_match.fill(-1)
         state.col_match.fill(-1)
         state.scaling.extra_match.fill(-1)
+        self.optimality_check(state)
 
-    def scaling_phase(self, state, eps, reverse):
-        self._reset_assignment(state)
-        return self._assign_rows(state, eps, reverse, 0, state.n_rows)
+    def assign_free_rows(self, state, eps, reverse, virtual):
+        rows = cupy.sort(state.free_rows[: state.n_free])  # the rounds of bids list them unordered
+        if reverse:
+            rows = cupy.ascontiguousarray(rows[::-1])
+        if rows.size and not self._search_rows(state, eps, rows, 0, rows.size):
+            return False
+        return not (virtual and state.n_cols > state.n_rows
+                    and not self._search_rows(state, eps, rows, state.n_rows, state.n_cols))
 
-    def exact_phase(self, state):
-        self._reset_assignment(state)
-        if not self._assign_rows(state, 0.0, False, 0, state.n_rows):
-            return False
-        if state.n_cols > state.n_rows and not self._assign_rows(state, 0.0, False, state.n_rows, state.n_cols):
-            return False
+    def exact_duals(self, state):
         cols = state.row_match
         state.u[:] = state.cost[cupy.arange(state.n_rows), cols].astype(np.float64) - state.v[cols]
-        if state.n_cols > state.n_rows:
-            top = state.v.max()  # the unassigned columns' price: shift it to 0
-            state.v -= top
-            state.u += top
-        return True
 
     # ---------------------------------------------------------------- results
 

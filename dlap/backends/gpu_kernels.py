@@ -16,6 +16,7 @@ import numpy as np
 #: slots of the device control block (mirror of the enum in common.cuh)
 CTL_N_FREE, CTL_N_Q, CTL_N_FOREST, CTL_N_REV, CTL_N_PATHS, CTL_STATUS = range(6)
 CTL_DUAL_UPDATES, CTL_SCANNED, CTL_LEVEL, CTL_THETA, CTL_ROTATE = 6, 7, 8, 9, 10
+CTL_BID_ROUNDS, CTL_BIDS = 13, 14
 CTL_SIZE = 16
 
 #: ordered() of +inf in common.cuh: the neutral element of the theta atomicMin
@@ -30,7 +31,6 @@ _TYPES = {
 _TEMPLATES = {
     "reduction": (
         "row_minimum", "column_minimum_bands", "initial_assignment", "jv_reduction_transfer",
-        "arr_bid",
     ),
     "classical": ("compress_count", "compress_fill", "classical_theta"),
     "forward": ("tree_forward_pass",),
@@ -39,12 +39,13 @@ _TEMPLATES = {
     "dgs": ("dgs_evaluate", "dgs_switch", "dgs_propose"),
     "scaling": ("competition_bands", "row_regret", "greedy_prices", "scaling_phase"),
     "batch": ("batch_augmenting_paths",),
+    "bidding": ("bidding_rounds",),
 }
 #: kernels templated on a cluster size too (thread block clusters need compute capability 9.0;
 #: below it only clusters of one block are instantiated)
 _CLUSTER_SIZES = {"scaling_phase": (1, 2, 4, 8)}
 #: modules whose kernels are launched cooperatively (CuPy sets this per module)
-_COOPERATIVE = {"forward"}
+_COOPERATIVE = {"forward", "bidding"}
 #: threads per block of the ordinary kernels, and of the persistent (one block per SM) ones
 BLOCK = 256
 PERSISTENT_BLOCK = 1024
@@ -108,7 +109,8 @@ def shared_launch(kernel, nbytes: int, device_id: int) -> int:
     return nbytes
 
 
-def launch_forward(name: str, dtype, args, device_id: int) -> None:
-    """Launch a forward pass of forward.cu cooperatively: one 1024-thread block per
-    multiprocessor, all resident at once, which the grid-wide barrier of common.cuh needs."""
-    kernel("forward", name, dtype)((multiprocessors(device_id),), (PERSISTENT_BLOCK,), args)
+def launch_persistent(source: str, name: str, dtype, args, device_id: int) -> None:
+    """Launch a persistent kernel (the forward passes of forward.cu, the rounds of bids of
+    bidding.cu) cooperatively: one 1024-thread block per multiprocessor, all resident at once,
+    which the grid-wide barrier of common.cuh needs."""
+    kernel(source, name, dtype)((multiprocessors(device_id),), (PERSISTENT_BLOCK,), args)

@@ -45,16 +45,29 @@ from ..result import Stats, row_minima
 from .phases import PhaseTimer, Progress, drive
 from .tree import run_tree
 
-#: θ: ε is divided by this between ε-phases
+#: θ: ε is divided by this between ε-phases. With rounds of bids a phase's cost is mostly its
+#: last searches, the same for every ε, so fewer phases pay (geometric n = 10000 on an H200: 0.81 s
+#: at θ = 16 against 0.91 s at 6; workflows/results/scaling-gpu-20261122-bids-tune2.log); without
+#: bids θ changes the row scans by 10% at most, and 6 is kept
 SCALING_FACTOR = 6.0
+SCALING_FACTOR_WITH_BIDS = 16.0
 #: the last ε-phase runs at no less than this fraction of ε₀ / n (then the exact phase)
 FINAL_EPSILON_FRACTION = 1 / 16
 #: float costs: the answer's gap to its prices' dual bound, at most this fraction of the costs summed
 PRECISION_RTOL = 1e-9
+#: backends with ``parallel_bidding``: the rounds of bids stop at this many free rows (the
+#: searches assign them), after this many rounds, or after this many rounds without progress
+BIDDING_TAIL = 16
+BIDDING_MAX_ROUNDS = 4096
+BIDDING_STALL = 256
+#: the exact phase's bids (augmenting row reduction): at most this many rounds, each freeing this
+#: share of the free rows at least
+EXACT_MAX_ROUNDS = 32
+EXACT_MIN_PROGRESS = 0.02
 
 
-def epsilon_schedule(excess: float, n_rows: int, integer: bool) -> list[float]:
-    """The ε of each ε-phase: from the greedy assignment's mean excess per row down by θ each
+def epsilon_schedule(excess: float, n_rows: int, integer: bool, theta: float = SCALING_FACTOR) -> list[float]:
+    """The ε of each ε-phase: from the greedy assignment's mean excess per row down by ``theta`` each
     phase, while ε stays above ``FINAL_EPSILON_FRACTION * ε₀ / n`` (and, for integer costs, at
     least 1: integer prices keep the exact phase's arithmetic exact)."""
     if not excess > 0 or not math.isfinite(excess):
@@ -69,7 +82,7 @@ def epsilon_schedule(excess: float, n_rows: int, integer: bool) -> list[float]:
             schedule.append(float(math.floor(eps)))
         else:
             schedule.append(eps)
-        eps /= SCALING_FACTOR
+        eps /= theta
     return schedule
 
 
@@ -81,6 +94,57 @@ def normalise_prices(state) -> None:
     state.v -= state.v.max()
 
 
+def bidding(backend, state, eps: float, counts: dict) -> None:
+    """Rounds of bids by every free row at once (Bertsekas' auction in Jacobi form), from an
+    empty assignment, while more than ``BIDDING_TAIL`` rows are free: in an ε-phase until then
+    (or until ``BIDDING_STALL`` rounds assign no more rows, or ``BIDDING_MAX_ROUNDS``); in the
+    exact phase (ε = 0, Jonker & Volgenant's augmenting row reduction: every assigned pair stays
+    tight, so the exact searches may start from it) while a round frees a ``EXACT_MIN_PROGRESS``
+    share of the free rows, at most ``EXACT_MAX_ROUNDS`` times (float decrements can cycle).
+
+    A round costs one scan of every free row, all at once, where a search costs a scan per step,
+    one after the other: on a GPU the rounds assign most rows of a phase in the time a few
+    searches take. The rows a long chain of bids would need are left to the searches."""
+    exact = eps == 0
+    _, rounds, bids = backend.bidding_rounds(
+        state, eps, BIDDING_TAIL, EXACT_MAX_ROUNDS if exact else BIDDING_MAX_ROUNDS, BIDDING_STALL,
+        1 - EXACT_MIN_PROGRESS if exact else 0.0,
+    )
+    counts["bidding_rounds"] = counts.get("bidding_rounds", 0) + rounds
+    counts["bids"] = counts.get("bids", 0) + bids
+
+
+def scaling_phase(backend, state, eps: float, reverse: bool, counts: dict) -> bool:
+    """Step 2, one ε-phase: every row assigned from an empty assignment, by bids first where the
+    backend bids in parallel, then by searches (rows last to first with ``reverse``) that lower
+    the prices of the columns they complete by ε at least. False: infeasible."""
+    backend.empty_assignment(state)
+    if backend.parallel_bidding:
+        bidding(backend, state, eps, counts)
+    feasible = backend.assign_free_rows(state, eps, reverse, virtual=False)
+    normalise_prices(state)
+    return feasible
+
+
+def exact_phase(backend, state, counts: dict) -> bool:
+    """Step 3: the same with ε = 0 (its bids are the augmenting row reduction, which keeps every
+    assigned pair tight), then the virtual rows of a rectangular matrix; leaves the optimal
+    assignment and its duals: ``u`` of the tight assignment and, for a rectangular matrix, the
+    prices shifted so that the unassigned columns' (the largest, which the virtual rows gave
+    them) is 0, as the rectangular problem's dual asks. False: infeasible."""
+    backend.empty_assignment(state)
+    if backend.parallel_bidding:
+        bidding(backend, state, 0.0, counts)
+    if not backend.assign_free_rows(state, 0.0, reverse=False, virtual=True):
+        return False
+    backend.exact_duals(state)
+    if state.n_cols > state.n_rows:
+        top = state.v.max()
+        state.v -= top
+        state.u += top
+    return True
+
+
 def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
     """Steps 1-3 on ``state``: leaves the optimal assignment and its duals."""
     counted = backend.counters(state)  # what a variant counted before a hand-over
@@ -89,15 +153,15 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
     if excess is None:
         raise InfeasibleError()
     integer = state.cost.dtype.kind in "iu"
-    for k, eps in enumerate(epsilon_schedule(excess, state.n_rows, integer)):
+    theta = SCALING_FACTOR_WITH_BIDS if backend.parallel_bidding else SCALING_FACTOR
+    for k, eps in enumerate(epsilon_schedule(excess, state.n_rows, integer, theta)):
         with phase("scaling_phase"):
             # alternate the row order: the rows that came last in one phase come first in the next
-            feasible = backend.scaling_phase(state, eps, reverse=k % 2 == 0)
-            normalise_prices(state)
+            feasible = scaling_phase(backend, state, eps, k % 2 == 0, stats.phase_counts)
         if not feasible:
             raise InfeasibleError()
     with phase("exact_phase"):
-        feasible = backend.exact_phase(state)
+        feasible = exact_phase(backend, state, stats.phase_counts)
     if not feasible:
         raise InfeasibleError()
     searches, rows_scanned = (now - before for now, before in zip(backend.counters(state), counted))
@@ -135,6 +199,7 @@ def solve_scaling(backend, state, stats: Stats, progress=None, roots: str = "aut
         stats.phase_counts["scaling_imprecise"] = 1
         state.row_match.fill(-1)
         state.col_match.fill(-1)
+        state.v.fill(0.0)  # JV's start: a rectangular matrix keeps these prices (found by hypothesis)
         drive(backend, state, stats, "tree", "jv", progress, lambda *args: run_tree(*args, roots))
         return
     Progress(progress, state.n_rows)(0, final=True)

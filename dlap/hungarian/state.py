@@ -61,6 +61,7 @@ class HungarianState(CostShape):
     n_paths: int = 0
     row_ptr: Any = None  # classical variant: CSR of the zero-slack edges
     col_idx: Any = None
+    bids: Any = None  # ε-scaling: the bidding rounds' scratch arrays (the backend's), made on first use
 
     @classmethod
     def allocate(cls, cost, xp, index_dtype, flag_dtype, tol_scale: float, **extra):

@@ -27,6 +27,8 @@ enum {
     CTL_LEVEL = 8,       // tree: dual level reached (double bits)
     CTL_THETA = 9,       // classical dual update: theta (order-preserving bits)
     CTL_ROTATE = 10,     // three rotating slots: the tree's minimum slack (double bits), the BFS's level sizes
+    CTL_BID_ROUNDS = 13, // rounds of bids (bidding.cu)
+    CTL_BIDS = 14,       // bids made in them
     CTL_SIZE = 16
 };
 

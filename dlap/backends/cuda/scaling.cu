@@ -273,10 +273,11 @@ struct Slot {
 // batch of operands (a block of 1024 threads has 64 registers a thread; scan_batch needs more).
 constexpr int search_threads(int cluster) { return cluster == 1 ? 512 : 1024 / cluster; }
 
-// Assign the rows q_begin <= q < q_end of a phase, one single-root Dijkstra search each: real
-// rows q < n_rows (from the last with `reverse`), then virtual rows of zero costs, which hold a
-// rectangular matrix's unassigned columns. This is the CPU's scaling_phase, step for step, with its
-// arithmetic: the same prices and assignment to the last bit.
+// Assign the free rows rows[q], q_begin <= q < q_end, of a phase (or the virtual rows q of zero
+// costs, q >= n_rows, which hold a rectangular matrix's unassigned columns), one single-root
+// Dijkstra search each, from the assignment in row_match/col_match. This is the CPU's
+// assign_free_rows, step for step, with its arithmetic: the same prices and assignment to the
+// last bit.
 //
 // A search's steps are latency-bound (each scans one row, then the nearest column is chosen and
 // its row scanned next), so a search is spread over a cluster of CLUSTER blocks (Hopper thread
@@ -293,7 +294,7 @@ constexpr int search_threads(int cluster) { return cluster == 1 ? 512 : 1024 / c
 // (the augmentation follows it); done/done_dist are per block at blockIdx.x * chunk.
 template <typename T, int CLUSTER>
 __global__ void DLAP_CLUSTER_DIMS(CLUSTER) __launch_bounds__(search_threads(CLUSTER), 1)
-scaling_phase(const T* C, int n_rows, int n_cols, double* v_g, double eps, int reverse, int q_begin,
+scaling_phase(const T* C, int n_rows, int n_cols, double* v_g, double eps, const int* rows, int q_begin,
               int q_end, int* row_match, int* col_match_g, int* extra_match, double* dist_g,
               double* col_u_g, unsigned char* closed_g, int* scan_pred_g, int* pred, int* done_all,
               double* done_dist_all, int in_shared, u64* ctl) {
@@ -362,7 +363,7 @@ scaling_phase(const T* C, int n_rows, int n_cols, double* v_g, double eps, int r
     };
 
     for (int q = q_begin; q < q_end; ++q) {
-        const int i0 = q < n_rows ? (reverse ? n_rows - 1 - q : q) : q;
+        const int i0 = q < n_rows ? rows[q] : q;
         double best = DLAP_INF, level = -DLAP_INF;
         unsigned key = 0xffffffffu;
         int cand = -1;  // this thread's nearest column (local index)

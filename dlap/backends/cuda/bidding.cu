@@ -1,0 +1,185 @@
+// Rounds of bids by every free row at once (a Jacobi auction, Bertsekas 1988), run on the device
+// by one persistent kernel: Jonker & Volgenant's augmenting row reduction with eps = 0 (the JV
+// initialisation, and the start of the ε-scaling engine's exact phase), and the bidding rounds
+// that assign most rows of each ε-phase (dlap/hungarian/scaling.py) with eps > 0. The rule is
+// cpu_scaling._bids / bidding_round, step for step, so the two backends reach the same prices.
+//
+// Every free row finds its smallest reduced cost u1 (column j1), the second smallest u2, and
+// the smallest over the free columns uf (jf). Its bid:
+//   uf == u1 : take the free column jf at no price change (a tight edge that displaces nobody);
+//   u1 <  u2 : take j1, lowering v[j1] by (u2 - u1) + eps (then j1 and j2 tie for the row, or
+//              j2 is eps better);
+//   otherwise (tied minimum on assigned columns, or a single finite entry): with eps = 0 no bid
+//              this round; with eps > 0 take j1, lowering v[j1] by (u2 - u1) + eps, or by eps
+//              alone when u2 is infinite.
+// The highest decrement wins a column, equal ones the lowest row. Lowering one column's dual only
+// raises other rows' reduced costs there, so with eps = 0 every assigned row keeps a
+// minimum-reduced-cost column and u = min_j (C - v) stays feasible with complementary slackness
+// (with eps > 0, within eps of it: Bertsekas' ε-complementary slackness).
+//
+// A round is three steps separated by grid barriers (bids; the winner of each column; winners
+// take their columns and every row left free is listed for the next round), so a round costs
+// what one row's scan and three barriers cost, with no host round trip; the stop rules run on
+// the device too (the driver's: scaling.bidding).
+
+#define BID_THREADS 1024
+#define BID_BATCH 4  // row entries a thread loads at once, before it uses the first
+
+struct Candidate {
+    double value;
+    int col;
+};
+
+__device__ __forceinline__ bool before(const Candidate& a, const Candidate& b) {
+    return a.value < b.value || (a.value == b.value && a.col < b.col);
+}
+
+// the two smallest (value, col) pairs of (a1 <= a2) and (b1 <= b2)
+__device__ __forceinline__ void merge_two(Candidate& a1, Candidate& a2, Candidate b1, Candidate b2) {
+    if (before(b1, a1)) {
+        a2 = before(a1, b2) ? a1 : b2;
+        a1 = b1;
+    } else if (before(b1, a2)) {
+        a2 = b1;
+    }
+}
+
+__device__ __forceinline__ Candidate shfl(const Candidate& c, int o) {
+    return Candidate{__shfl_xor_sync(0xffffffffu, c.value, o), __shfl_xor_sync(0xffffffffu, c.col, o)};
+}
+
+// Row i's bid (thread 0 of the block gets it): the column it bids for (-1: none) and the
+// decrement. v and col_match are read through L2: other blocks wrote them last round.
+template <typename T>
+__device__ void row_bid(const T* row, int n_cols, const double* v, const int* col_match, double eps,
+                        Candidate* s1, Candidate* s2, Candidate* sf, int& target, double& dec) {
+    const Candidate none{DLAP_INF, 0x7fffffff};
+    Candidate c1 = none, c2 = none, cf = none;
+    for (int j0 = threadIdx.x; j0 < n_cols; j0 += BID_BATCH * blockDim.x) {
+        double c[BID_BATCH], vv[BID_BATCH];
+        int owner[BID_BATCH];
+#pragma unroll
+        for (int b = 0; b < BID_BATCH; ++b) {
+            const int j = j0 + b * blockDim.x;
+            const bool in = j < n_cols;
+            c[b] = in ? widen(__ldg(row + j)) : 0.0;
+            vv[b] = in ? ld(v + j) : 0.0;
+            owner[b] = in ? ld(col_match + j) : 0;
+        }
+#pragma unroll
+        for (int b = 0; b < BID_BATCH; ++b) {
+            const int j = j0 + b * blockDim.x;
+            if (j >= n_cols) break;
+            const Candidate x{c[b] - vv[b], j};
+            if (before(x, c2)) merge_two(c1, c2, x, none);
+            if (owner[b] < 0 && before(x, cf)) cf = x;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        merge_two(c1, c2, shfl(c1, o), shfl(c2, o));
+        const Candidate of = shfl(cf, o);
+        if (before(of, cf)) cf = of;
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n_warps = blockDim.x >> 5;
+    __syncthreads();  // the previous row's reads of s1, s2, sf are done
+    if (lane == 0) { s1[warp] = c1; s2[warp] = c2; sf[warp] = cf; }
+    __syncthreads();
+    target = -1;
+    dec = 0.0;
+    if (warp == 0) {
+        c1 = lane < n_warps ? s1[lane] : none;
+        c2 = lane < n_warps ? s2[lane] : none;
+        cf = lane < n_warps ? sf[lane] : none;
+        for (int o = 16; o > 0; o >>= 1) {
+            merge_two(c1, c2, shfl(c1, o), shfl(c2, o));
+            const Candidate of = shfl(cf, o);
+            if (before(of, cf)) cf = of;
+        }
+        if (c1.value < DLAP_INF) {
+            if (cf.value == c1.value) {
+                target = cf.col;
+            } else if (c1.value < c2.value && c2.value < DLAP_INF) {
+                target = c1.col;
+                dec = (c2.value - c1.value) + eps;
+            } else if (eps > 0) {
+                target = c1.col;
+                dec = (c2.value < DLAP_INF ? c2.value - c1.value : 0.0) + eps;
+            }
+        }
+    }
+}
+
+// Rounds of bids by the free_rows[0, ctl[CTL_N_FREE]) until at most `tail` rows are free, after
+// `max_rounds` rounds, after `stall` rounds in a row that assign no more rows, or (keep_share
+// > 0) after a round that leaves more than keep_share of its free rows free. Leaves the free
+// rows in free_rows and their number in ctl[CTL_N_FREE]; adds the rounds and the bids to
+// ctl[CTL_BID_ROUNDS] and ctl[CTL_BIDS]. next_rows is scratch for the next round's list;
+// col_best (0) and col_winner (INT_MAX) are left as they came. Launched cooperatively, one block
+// per multiprocessor (grid_sync).
+template <typename T>
+__global__ void __launch_bounds__(BID_THREADS, 1)
+bidding_rounds(const T* C, int n_cols, double* v, double eps, int* row_match, int* col_match, int* free_rows,
+               int* next_rows, int* bid_col, double* bid_dec, u64* col_best, int* col_winner, int tail,
+               int max_rounds, int stall, double keep_share, u64* ctl, unsigned int* barrier) {
+    __shared__ Candidate s1[32], s2[32], sf[32];
+    const long long tid = global_thread(), n_threads = grid_threads();
+    int n_free = static_cast<int>(ctl[CTL_N_FREE]);
+    int rounds = 0, stalled = 0;
+    long long bids = 0;
+    int *list = free_rows, *next = next_rows;
+    while (n_free > tail && rounds < max_rounds) {
+        // the count of this round's next list: its slot was last read two rounds ago
+        u64* listed = &ctl[CTL_ROTATE + (rounds & 1)];
+        if (tid == 0) *listed = 0;
+        for (int f = blockIdx.x; f < n_free; f += gridDim.x) {
+            int target;
+            double dec;
+            row_bid(C + static_cast<size_t>(ld(list + f)) * n_cols, n_cols, v, col_match, eps, s1, s2, sf, target, dec);
+            if (threadIdx.x == 0) {
+                bid_col[f] = target;
+                bid_dec[f] = dec;
+                if (target >= 0) atomicMax(&col_best[target], ordered(dec));
+            }
+        }
+        grid_sync(barrier);
+        for (long long f = tid; f < n_free; f += n_threads) {  // the winner of each column
+            const int c = ld(bid_col + f);
+            if (c >= 0 && ordered(ld(bid_dec + f)) == ld(col_best + c)) atomicMin(&col_winner[c], ld(list + f));
+        }
+        grid_sync(barrier);
+        for (long long f = tid; f < n_free; f += n_threads) {  // winners take their columns
+            const int c = ld(bid_col + f), i = ld(list + f);
+            if (c >= 0 && ld(col_winner + c) == i) {
+                const int previous = ld(col_match + c);
+                if (previous >= 0) {
+                    row_match[previous] = -1;
+                    next[atomicAdd(listed, 1ull)] = previous;
+                }
+                col_match[c] = i;
+                row_match[i] = c;
+                v[c] = ld(v + c) - ld(bid_dec + f);
+                col_best[c] = 0;
+                col_winner[c] = 0x7fffffff;
+            } else {
+                next[atomicAdd(listed, 1ull)] = i;
+            }
+        }
+        grid_sync(barrier);
+        const int previous = n_free;
+        n_free = static_cast<int>(ld(listed));
+        ++rounds;
+        bids += previous;
+        stalled = n_free == previous ? stalled + 1 : 0;
+        int* swap = list;
+        list = next;
+        next = swap;
+        if ((keep_share > 0 && n_free > previous * keep_share) || stalled >= stall) break;
+    }
+    if (list != free_rows)
+        for (long long f = tid; f < n_free; f += n_threads) free_rows[f] = ld(list + f);
+    if (tid == 0) {
+        ctl[CTL_N_FREE] = n_free;
+        ctl[CTL_BID_ROUNDS] += rounds;
+        ctl[CTL_BIDS] += bids;
+    }
+}

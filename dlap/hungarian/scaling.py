@@ -56,8 +56,11 @@ FINAL_EPSILON_FRACTION = 1 / 16
 #: float costs: the answer's gap to its prices' dual bound, at most this fraction of the costs summed
 PRECISION_RTOL = 1e-9
 #: backends with ``parallel_bidding``: the rounds of bids stop at this many free rows (the
-#: searches assign them), after this many rounds, or after this many rounds without progress
-BIDDING_TAIL = 16
+#: searches assign them), after this many rounds, or after this many rounds without progress.
+#: Measured on an H200 at n = 10000 (scaling-gpu-20261122-bids-tune3.log): tail 8 against 16 and 32,
+#: 0.84 s against 0.85 and 1.07 on geometric, 2.58 s against 2.93 and 2.79 on benefit (disjoint
+#: clouds prefer 32: 1.99 s against 2.29); stall 256 against 64: fewer searches on benefit
+BIDDING_TAIL = 8
 BIDDING_MAX_ROUNDS = 4096
 BIDDING_STALL = 256
 #: the exact phase's bids (augmenting row reduction): at most this many rounds, each freeing this

@@ -247,6 +247,18 @@ def test_gpu_auto_hands_structured_costs_to_scaling(family):
     assert_valid(result, cost, family in generate.MAXIMIZE)
 
 
-def test_gpu_auto_keeps_the_hybrid_for_uniform_costs():
-    result = dlap.solve(generate.uniform(3000, 10.0, seed=2), device="gpu")
+def test_gpu_auto_hands_points_in_3d_to_scaling():
+    """JV leaves 10.5% of the rows free, the first iteration takes that under 10%, and then one
+    path per iteration (scaling-gpu-20261122-auto-trace.log)."""
+    cost = generate.family("geometric-3d", 5000, seed=0)
+    result = dlap.solve(cost, device="gpu")
+    assert result.stats.method == "scaling" and result.stats.phase_counts["handover_iteration"] <= 8
+    assert_valid(result, cost)
+
+
+@pytest.mark.parametrize("n, f", [(3000, 10.0), (5000, 1.0), (5000, 10.0), (20000, 1.0)])
+def test_gpu_auto_keeps_the_hybrid_for_uniform_costs(n, f):
+    """Uniform f = 1 leaves over 10% free after JV as points in 3-D do, but augments many paths
+    in every window of four iterations; f = 10 ends iterations in dual updates."""
+    result = dlap.solve(generate.uniform(n, f, seed=0), device="gpu")
     assert result.stats.method == "hybrid"

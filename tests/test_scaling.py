@@ -124,7 +124,7 @@ def test_auto_hands_structured_costs_to_scaling(family):
     result = dlap.solve(generate.family(family, 600, seed=1), maximize=family in generate.MAXIMIZE, device="cpu")
     assert result.stats.method == "scaling"
     assert result.stats.phase_counts["jv_free_rows"] > 60
-    assert result.stats.phase_counts["handover_iteration"] <= 3  # after two iterations of one path
+    assert result.stats.phase_counts["handover_iteration"] <= 5  # after four iterations of few paths
 
 
 @pytest.mark.parametrize("family, f", [("uniform", 1.0), ("uniform", 10.0), ("float", None), ("ties", None)])

@@ -9,10 +9,11 @@ walk (geometric n = 10000: 1376 iterations of one path). The ε-scaling engine (
 is 10x to 100x faster there and slower on i.i.d. costs. Neither the free fraction alone nor the
 family tells them apart (GPU uniform f = 1 and geometric both leave 10% to 15%); the two together
 do: ``solve_auto`` runs the variant the device prefers (the hybrid on a GPU; on the CPU classical
-or tree by the cost range) and hands a square matrix over to ε-scaling at the first optimality
-check where more than ``SCALING_FREE_FRACTION`` of the rows are free and the last two iterations
-augmented fewer than one in ``SCALING_PATH_SHARE`` of them together (an iteration that ended in a
-dual update augmented none). The engine starts over from its own prices.
+or tree by the cost range) and hands a square matrix that JV left with more than
+``SCALING_FREE_FRACTION`` of its rows free over to ε-scaling at the first optimality check where
+more than ``SCALING_MIN_FREE_FRACTION`` are still free and the last four iterations augmented
+fewer than one in ``SCALING_PATH_SHARE`` of them together (an iteration that ended in a dual
+update augmented none). The engine starts over from its own prices.
 ``stats.phase_counts["jv_free_rows"]`` records JV's free rows and ``["handover_iteration"]`` the
 iteration of the hand-over.
 Rectangular matrices stay with the variants: the extra columns absorb the conflicts, and the
@@ -28,14 +29,21 @@ from .phases import PhaseTimer, Progress, initialise
 from .scaling import solve_scaling
 from .tree import run_tree
 
-#: hand over to ε-scaling only while more than this fraction of the rows is free. Points in 3-D
-#: leave fewer after JV on a GPU, and the hybrid then takes 3.7 s at n = 10000 where ε-scaling
-#: takes 0.8 s; but 0.05 handed uniform f = 10, n = 5000 over (its classical iterations end in dual
-#: updates, which augment nothing): 0.62 s against 0.06 (scaling-gpu-20261122-bids-uniform-5pct.md)
+#: hand over to ε-scaling only where JV initialisation left more than this fraction of the rows
+#: free, ...
 SCALING_FREE_FRACTION = 0.1
+#: ... more than this fraction is still free, ...
+SCALING_MIN_FREE_FRACTION = 0.02
 #: ... and the last SCALING_WINDOW iterations augmented fewer than one in this many of them
-SCALING_PATH_SHARE = 32
-SCALING_WINDOW = 2
+#: together (the tree variant's one-root iterations augment one path each: 4 of 118 free rows at
+#: geometric n = 600 on the CPU).
+#: Measured on an H200 (workflows/results/scaling-gpu-20261122-auto-trace.log, the free rows at
+#: each check): points in 3-D leave 10.3% after JV, the first iteration takes it under 10%, then
+#: one path per iteration (the hybrid took 3.7 s at n = 10000); uniform f = 1 leaves 10.1% too but
+#: augments tens to hundreds of paths in every window of four iterations (a window of two, one
+#: path and a dual update, would have handed it over); uniform f = 10 and floats leave 4% to 7%.
+SCALING_PATH_SHARE = 16
+SCALING_WINDOW = 4
 
 
 class _HandOver(Exception):
@@ -48,6 +56,7 @@ def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", 
     initialise(backend, state, "jv", stats, phase)
     stats.phase_counts["jv_free_rows"] = state.n_rows - stats.initial_assignments
     square = state.n_rows == state.n_cols
+    structured = stats.phase_counts["jv_free_rows"] > SCALING_FREE_FRACTION * state.n_rows
 
     seen = [0, 0]  # iterations and augmentations at the previous check
     recent: list[int] = []  # paths augmented by each iteration (0: it ended in a dual update)
@@ -59,8 +68,8 @@ def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", 
         recent.append(stats.paths_per_iteration[-1] if augmented > seen[1] else 0)
         seen[:] = iterations, augmented
         window = recent[-SCALING_WINDOW:]
-        if (square and len(window) == SCALING_WINDOW and n_free > SCALING_FREE_FRACTION * state.n_rows
-                and sum(window) * SCALING_PATH_SHARE < n_free):
+        if (square and structured and len(window) == SCALING_WINDOW
+                and n_free > SCALING_MIN_FREE_FRACTION * state.n_rows and sum(window) * SCALING_PATH_SHARE < n_free):
             raise _HandOver
 
     stats.method = variant

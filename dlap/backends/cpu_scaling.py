@@ -85,22 +85,38 @@ def competition_prices(C, row_low, v):
     return True
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _row_minima(C, i, v, col_match):
+    """Row i's smallest reduced cost ``C[i, j] - v[j]`` and its first column, its second-smallest
+    (a tie with the smallest counts), and the smallest over the free columns (``col_match < 0``)
+    with its first column: ``(u1, j1, u2, uf, jf)``, columns -1 where there is none."""
+    u1 = INF
+    u2 = INF
+    uf = INF
+    j1 = -1
+    jf = -1
+    for j in range(C.shape[1]):
+        h = np.float64(C[i, j]) - v[j]
+        if h < u2:
+            if h < u1:
+                u2 = u1
+                u1 = h
+                j1 = j
+            else:
+                u2 = h
+        if col_match[j] < 0 and h < uf:
+            uf = h
+            jf = j
+    return u1, j1, u2, uf, jf
+
+
 @njit(cache=True, parallel=True, nogil=True)
 def row_regrets(C, v, regret):
     """``regret[i]`` = second-smallest minus smallest reduced cost of row i (0 with one finite
     entry): how much row i loses if it does not get its best column."""
-    n_rows, n_cols = C.shape
-    for i in prange(n_rows):
-        a = INF
-        b = INF
-        for j in range(n_cols):
-            h = np.float64(C[i, j]) - v[j]
-            if h < b:
-                if h < a:
-                    b = a
-                    a = h
-                else:
-                    b = h
+    none_free = np.zeros(C.shape[1], dtype=np.int64)  # every column "assigned": no free minimum wanted
+    for i in prange(C.shape[0]):
+        a, _, b, _, _ = _row_minima(C, i, v, none_free)
         regret[i] = b - a if b < INF else 0.0
 
 
@@ -301,26 +317,8 @@ def _bids(C, v, eps, free_rows, n_free, col_match, bid_col, bid_dec):
     no price change; otherwise the row bids for j1, lowering its price by ``u2 - u1 + ε`` (by ε
     alone when j1 is the row's only finite entry; with ε = 0, JV's augmenting row reduction, it
     makes no bid when ``u1 == u2`` or u2 is infinite). ``bid_col`` is -1 for no bid."""
-    n_cols = C.shape[1]
     for q in prange(n_free):
-        i = free_rows[q]
-        u1 = INF
-        u2 = INF
-        uf = INF
-        j1 = -1
-        jf = -1
-        for j in range(n_cols):
-            h = np.float64(C[i, j]) - v[j]
-            if h < u2:
-                if h < u1:
-                    u2 = u1
-                    u1 = h
-                    j1 = j
-                else:
-                    u2 = h
-            if col_match[j] < 0 and h < uf:
-                uf = h
-                jf = j
+        u1, j1, u2, uf, jf = _row_minima(C, free_rows[q], v, col_match)
         target = -1
         dec = 0.0
         if u1 < INF:

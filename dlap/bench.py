@@ -67,7 +67,9 @@ HARD_SOLVERS = {"cpu": ["dlap", "scipy", "lap", "lapx"], "gpu": ["dlap-gpu", "sc
 class Peer:
     """A solver in the comparison: ``run(cost, maximize) -> objective``; ``place`` puts the matrix
     where the timer starts (the host, or the GPU for ``timing = "device"``). A peer with no
-    ``maximize`` of its own (``negate``) gets the negated matrix, made before the timer starts."""
+    ``maximize`` of its own (``negate``) gets the negated matrix, made before the timer starts.
+    ``certify(cost)`` (dlap's solvers), after the timed runs, says whether the last answer's
+    certificate, recomputed from ``cost``, proves it optimal."""
 
     name: str
     method: str
@@ -76,11 +78,18 @@ class Peer:
     timing: str = "host"
     place: object = None
     negate: bool = False
+    certify: object = None
 
 
 def _dlap(method: str, device: str = "cpu", timing: str = "host") -> Peer:
+    last = {}
+
     def run(cost, maximize=False):
-        return solve(cost, method=method, device=device, maximize=maximize).objective
+        last["result"] = solve(cost, method=method, device=device, maximize=maximize)
+        return last["result"].objective
+
+    def certify(cost):
+        return bool(last.pop("result").verify(cost).optimal)
 
     place = None
     if timing == "device":
@@ -88,7 +97,7 @@ def _dlap(method: str, device: str = "cpu", timing: str = "host") -> Peer:
 
         place = cupy.asarray
     name = f"dlap-gpu-{method}" if device == "gpu" else f"dlap-{method}"
-    return Peer(name, method, device, run, timing, place)
+    return Peer(name, method, device, run, timing, place, certify=certify)
 
 
 def _scipy() -> Peer:
@@ -230,6 +239,7 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
                     times.append(time.perf_counter() - start)
                     if times[-1] > SLOW_SECONDS:
                         break
+                certified = peer.certify(placed) if peer.certify else None
                 del placed
                 if peer.device == "cpu":
                     largest[(peer.name, name, f)] = (n, min(times))
@@ -239,7 +249,7 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
                     "family": name, "n": n, "f": f, "dtype": str(cost.dtype), "maximize": maximize,
                     "seconds": statistics.median(times), "objective": objective,
                     "timing": peer.timing, "repeat": times, "agrees": _close(objective, reference),
-                    "host": platform.node(),
+                    "certified": certified, "host": platform.node(),
                 }
                 records.append(record)
                 if sink:
@@ -247,7 +257,8 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
                     sink.flush()
                 echo(f"{name}{'' if f is None else f':{f:g}'} n={n} {_label(record)}: "
                      f"{record['seconds']:.3f} s, objective {objective}"
-                     + ("" if record["agrees"] else "  <-- DISAGREES"))
+                     + ("" if record["agrees"] else "  <-- DISAGREES")
+                     + ("  <-- NOT CERTIFIED" if certified is False else ""))
     finally:
         if sink:
             sink.close()
@@ -276,7 +287,8 @@ def table(records) -> str:
     # ANCHORS.md's times are one H200's: a column for GPU runs only
     anchors = any(r["device"] == "gpu" for r in records) and any(_anchor(*k) for k in keys)
     head = ["family", "n"] + solvers + (["best peer (ANCHORS.md)"] if anchors else [])
-    head += [f"{dlap_name} / {p}" for p in ratio_to + (["best peer"] if anchors else [])] + ["same optimum"]
+    head += [f"{dlap_name} / {p}" for p in ratio_to + (["best peer"] if anchors else [])]
+    head += ["same optimum", "dlap certified"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for family, f, n in keys:
         cell = {_label(r): r for r in records if (r["family"], r["f"], r["n"]) == (family, f, n)}
@@ -291,6 +303,8 @@ def table(records) -> str:
         if anchors:
             row.append(f"{mine / anchor[0]:.2f}" if mine and anchor else "")
         row.append("yes" if all(r["agrees"] for r in cell.values()) else "NO")
+        checked = [r["certified"] for r in cell.values() if r.get("certified") is not None]
+        row.append(("yes" if all(checked) else "NO") if checked else "")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

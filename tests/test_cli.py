@@ -97,6 +97,8 @@ def test_bench_hard_suite_maximises_benefit_and_agrees(tmp_path, capsys, monkeyp
     assert families == {"geometric", "geometric-int", "geometric-3d", "geometric-disjoint", "geometric-benefit",
                         "machol-wien", "ties"}
     assert all(r["agrees"] for r in records)
+    # every dlap answer's certificate is recomputed after its timed runs; the peers have none
+    assert all(r["certified"] is (True if r["solver"].startswith("dlap") else None) for r in records)
     benefit = [r for r in records if r["family"] == "geometric-benefit"]
     assert all(r["maximize"] for r in benefit) and len({round(r["objective"], 6) for r in benefit}) == 1
     cost = generate.geometric(40, seed=0, same_points=True)
@@ -106,6 +108,7 @@ def test_bench_hard_suite_maximises_benefit_and_agrees(tmp_path, capsys, monkeyp
     assert benefit[0]["objective"] == pytest.approx(cost[r, c].sum(), rel=1e-12)
     table = capsys.readouterr().out
     assert "| ties levels=4 | 40 |" in table and "ANCHORS" not in table
+    assert all(line.endswith("| yes | yes |") for line in table.splitlines() if line.startswith("| ") and "| 40 |" in line)
 
 
 def test_solve_a_benefit_family_maximises_it(capsys):

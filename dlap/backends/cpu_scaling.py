@@ -5,8 +5,10 @@ Shortest augmenting paths with ε-scaled prices, after Jonker & Volgenant (1987)
 "Algorithm 1015"). Only the column prices ``v`` are kept; a row's dual is implicit,
 ``u_i = min_j (C[i, j] - v[j])``, and an assigned pair is tight when its column attains that minimum.
 
-A phase assigns every row from an empty assignment, one single-root Dijkstra search per row
-(Lawler's tree, as the tree variant's ``roots="one"``): ``dist[j]`` is the length of the shortest
+A phase assigns every row from an empty assignment: rounds of bids by every free row first where
+the backend bids in parallel (:func:`bidding_round`, the GPU's rule; the CPU engine itself skips
+them), then one single-root Dijkstra search per free row (Lawler's tree, as the tree variant's
+``roots="one"``): ``dist[j]`` is the length of the shortest
 alternating path from the root to column j in reduced costs ``C - v``; the search stops at the
 first free column it reaches and augments along the path. Afterwards every column the search
 completed is lowered by ``dist_end - dist[j]`` (the Hungarian dual update, which keeps every

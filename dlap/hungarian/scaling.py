@@ -8,21 +8,25 @@ GPU, one grid-wide barrier per column that joins it). What makes such instances 
 prices: with column prices close to optimal duals, a row's cheapest columns are nearly the ones it
 ends with, and its search reaches a free column after a row or two.
 
-This driver finds such prices in three steps, each a backend primitive:
+This driver finds such prices in three steps:
 
-1. ``price_initialisation``: every column priced at its second-keenest row's row-reduced cost,
-   then a greedy assignment by decreasing regret, and the prices fitted to it (on Machol-Wien the
-   greedy assignment is optimal, and the fitted prices prove it at once).
-2. ``scaling_phase(ε)`` for ε = ε₀, ε₀/θ, ...: every row assigned from scratch by a shortest
-   augmenting path search, each search lowering the prices of the columns it completed by at least
-   ε (Bertsekas' ε-scaling, in the form of Guthe & Thuerck, ACM TOMS 47, 2021, "Algorithm 1015").
-   ε₀ is the greedy assignment's mean excess over the rows' minima, so an optimal greedy
+1. ``price_initialisation`` (a backend primitive): every column priced at its second-keenest
+   row's row-reduced cost, then a greedy assignment by decreasing regret, and the prices fitted
+   to it (on Machol-Wien the greedy assignment is optimal, and the fitted prices prove it at once).
+2. :func:`scaling_phase` for ε = ε₀, ε₀/θ, ...: every row assigned from scratch, every column a
+   row fought for made dearer by at least ε (Bertsekas' ε-scaling, in the form of Guthe & Thuerck,
+   ACM TOMS 47, 2021, "Algorithm 1015"). Where the backend bids in parallel (a GPU), rounds of
+   bids by every free row at once assign most rows (:func:`bidding`: Bertsekas' auction in Jacobi
+   form, ``backend.bidding_rounds``); shortest augmenting path searches assign the rest
+   (``backend.assign_free_rows``), each lowering the prices of the columns it completed by at
+   least ε. ε₀ is the greedy assignment's mean excess over the rows' minima, so an optimal greedy
    assignment skips this step. Integer costs keep integer ε (and integer prices).
-3. ``exact_phase``: ε = 0, every row assigned from scratch once more. This is the exact shortest
-   augmenting path algorithm from the prices of step 2 (with every row free at its start, the
-   prices need no property), so the result is optimal whatever steps 1 and 2 did; they only decide
-   how short its searches are. A rectangular matrix gets virtual rows of zero costs, which hold the
-   unassigned columns and give them the dual the rectangular problem's certificate needs.
+3. :func:`exact_phase`: ε = 0, every row assigned from scratch once more (the bids are then
+   Jonker & Volgenant's augmenting row reduction, whose pairs are tight). This is the exact
+   shortest augmenting path algorithm from the prices of step 2 (with every row free at its start,
+   the prices need no property), so the result is optimal whatever steps 1 and 2 did; they only
+   decide how short its searches are. A rectangular matrix gets virtual rows of zero costs, which
+   hold the unassigned columns and give them the dual the rectangular problem's certificate needs.
 
 That holds in real arithmetic. With float costs the prices can end far larger than the costs that
 decide the optimum (1e-12 beside 1e6: the ε-phases work at the large costs' scale), and ``c - v``
@@ -31,7 +35,8 @@ sums (:func:`proves_itself`); where it cannot, the tree variant solves the matri
 Jonker-Volgenant initialisation (``stats.method == "tree"``, ``phase_counts["scaling_imprecise"]``).
 
 ``stats.iterations`` counts the searches (one augmenting path each),
-``phase_counts["rows_scanned"]`` the row scans, ``phase_counts["scaling_phase"]`` the ε-phases.
+``phase_counts["rows_scanned"]`` their row scans, ``phase_counts["scaling_phase"]`` the ε-phases,
+``phase_counts["bidding_rounds"]`` and ``["bids"]`` the rounds of bids and the bids made in them.
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ class CPUBackend(Backend):
     def bidding_rounds(self, state, eps, tail, max_rounds, stall, keep_share):
         if state.bids is None:  # scratch of the bids: per free row, then per column
             state.bids = (np.empty(state.n_rows, dtype=np.int64), np.empty(state.n_rows),
-                          np.full(state.n_cols, -1.0), np.full(state.n_cols, -1, dtype=np.int64))
+                          np.empty(state.n_cols), np.full(state.n_cols, -1, dtype=np.int64))
         n_free, rounds, bids, stalled = state.n_free, 0, 0, 0
         while n_free > tail and rounds < max_rounds:
             previous = n_free

@@ -341,7 +341,8 @@ def bidding_round(C, v, eps, free_rows, n_free, row_match, col_match, bid_col, b
     """One round: every free row bids (:func:`_bids`), the largest decrement wins a column
     (equal ones: the lowest row), winners take their column and lower its price by their bid,
     displacing its row. Returns the free rows left, listed in ``free_rows`` in ascending order.
-    ``col_best``/``col_winner`` are scratch (-1 in, -1 out)."""
+    ``col_winner`` is scratch (-1 in, -1 out); ``col_best[j]``, the winning bid so far, is read
+    only where ``col_winner[j]`` names a row."""
     _bids(C, v, eps, free_rows, n_free, col_match, bid_col, bid_dec)
     for q in range(n_free):
         j = bid_col[q]
@@ -364,7 +365,6 @@ def bidding_round(C, v, eps, free_rows, n_free, row_match, col_match, bid_col, b
         row_match[i] = j
         v[j] -= bid_dec[q]
         col_winner[j] = -1
-        col_best[j] = -1.0
     return optimality_check(row_match, free_rows)
 
 

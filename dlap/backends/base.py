@@ -19,6 +19,17 @@ from ..problem import Problem
 FLOAT_TOL_SCALE = 8 * np.finfo(np.float64).eps
 
 
+def install_assignment(state: HungarianState, rows, cols) -> None:
+    """Make ``rows[k]`` -> ``cols[k]`` the assignment in ``state`` (NumPy or CuPy arrays), every
+    other row and column unassigned. ε-scaling's step 1 leaves its greedy assignment so: the
+    first phase keeps the pairs of it that are ε-complementary, and where the fitted prices
+    prove it optimal (Machol-Wien), the exact phase keeps all of them and searches for none."""
+    state.row_match.fill(-1)
+    state.col_match.fill(-1)
+    state.row_match[rows] = cols.astype(state.row_match.dtype)
+    state.col_match[cols] = rows.astype(state.col_match.dtype)
+
+
 class Backend(ABC):
     """Phase primitives of both Hungarian variants on one device."""
 
@@ -106,13 +117,16 @@ class Backend(ABC):
     def price_initialisation(self, state: HungarianState) -> float | None:
         """ε-scaling, step 1 (:mod:`dlap.hungarian.scaling`): column prices ``v`` from the
         second-keenest rows, fitted to a greedy assignment by decreasing regret (square
-        matrices; a rectangular one starts from ``v = 0``). Returns the greedy assignment's total
+        matrices; a rectangular one starts from ``v = 0``), which is left as the state's
+        assignment (:func:`install_assignment`). Returns the greedy assignment's total
         excess over the rows' minimum reduced costs (0: the prices already prove it optimal), or
         None when a row has no finite entry (infeasible)."""
 
     @abstractmethod
-    def empty_assignment(self, state: HungarianState) -> None:
-        """ε-scaling, start of a phase: every row unassigned, and listed as free."""
+    def keep_complementary_pairs(self, state: HungarianState, eps: float) -> None:
+        """ε-scaling, start of a phase: keep the assigned pairs that satisfy ε-complementary
+        slackness under the current prices (reduced cost at most ``eps`` above the row's
+        smallest; ``eps = 0``: tight), unassign the others and list the free rows."""
 
     @abstractmethod
     def bidding_rounds(self, state: HungarianState, eps: float, tail: int, max_rounds: int, stall: int,

@@ -10,7 +10,7 @@ from ..hungarian.state import HungarianState
 from ..problem import Problem
 from . import cpu_kernels as k
 from . import cpu_scaling as ks
-from .base import FLOAT_TOL_SCALE, Backend
+from .base import FLOAT_TOL_SCALE, Backend, install_assignment
 
 #: augmenting row reduction: passes (as JV) and row visits per pass, in multiples of n
 ARR_PASSES = 2
@@ -135,11 +135,13 @@ class CPUBackend(Backend):
             return None
         excess = np.empty(n_rows)
         ks.greedy_excess(state.cost, state.v, state.u, order, picked, excess)
+        kept = picked >= 0
+        install_assignment(state, order[kept], picked[kept])
         return math.fsum(excess.tolist())
 
-    def empty_assignment(self, state):
-        state.row_match.fill(-1)
-        state.col_match.fill(-1)
+    def keep_complementary_pairs(self, state, eps):
+        k.row_duals_from_columns(state.cost, state.v, state.u)
+        ks.free_slack_pairs(state.cost, state.v, state.u, eps, state.row_match, state.col_match)
         self.optimality_check(state)
 
     def bidding_rounds(self, state, eps, tail, max_rounds, stall, keep_share):

@@ -26,7 +26,7 @@ import numpy as np
 from ..hungarian.state import HungarianState
 from ..problem import Problem
 from . import gpu_kernels as gk
-from .base import FLOAT_TOL_SCALE, Backend
+from .base import FLOAT_TOL_SCALE, Backend, install_assignment
 
 #: augmenting row reduction: at most this many parallel rounds, and stop once a round frees fewer
 #: than this fraction of the free rows (ties on assigned columns stall it; the searches take over)
@@ -495,6 +495,7 @@ class GPUBackend(Backend):
         kept = picked >= 0
         rows, cols = order[kept], picked[kept]
         excess = state.cost[rows, cols].astype(np.float64) - state.v[cols] - state.u[rows]
+        install_assignment(state, rows, cols)
         return math.fsum(excess.get().tolist())
 
     def _search_rows(self, state, eps: float, rows, q_begin: int, q_end: int) -> bool:
@@ -511,12 +512,15 @@ class GPUBackend(Backend):
         ), shared_mem=shared)
         return int(state.ctl[gk.CTL_STATUS]) == 0
 
-    def empty_assignment(self, state):
+    def keep_complementary_pairs(self, state, eps):
         if state.scaling is None:
             state.scaling = _ScalingBuffers.allocate(state.n_rows, state.n_cols)
-        state.row_match.fill(-1)
-        state.col_match.fill(-1)
         state.scaling.extra_match.fill(-1)
+        self._row_minimum(state, state.v)
+        gk.kernel("scaling", "free_slack_pairs", state.cost.dtype)((gk.blocks(state.n_rows),), (gk.BLOCK,), (
+            state.cost, np.int32(state.n_rows), np.int32(state.n_cols), state.v, state.u, np.float64(eps),
+            state.row_match, state.col_match,
+        ))
         self.optimality_check(state)
 
     def assign_free_rows(self, state, eps, reverse, virtual):

@@ -126,7 +126,7 @@ def scaling_phase(backend, state, eps: float, reverse: bool, counts: dict) -> bo
     """Step 2, one ε-phase: every row assigned from an empty assignment, by bids first where the
     backend bids in parallel, then by searches (rows last to first with ``reverse``) that lower
     the prices of the columns they complete by ε at least. False: infeasible."""
-    backend.empty_assignment(state)
+    backend.keep_complementary_pairs(state, eps)
     if backend.parallel_bidding:
         bidding(backend, state, eps, counts)
     feasible = backend.assign_free_rows(state, eps, reverse, virtual=False)
@@ -140,7 +140,7 @@ def exact_phase(backend, state, counts: dict) -> bool:
     assignment and its duals: ``u`` of the tight assignment and, for a rectangular matrix, the
     prices shifted so that the unassigned columns' (the largest, which the virtual rows gave
     them) is 0, as the rectangular problem's dual asks. False: infeasible."""
-    backend.empty_assignment(state)
+    backend.keep_complementary_pairs(state, 0.0)
     if backend.parallel_bidding:
         bidding(backend, state, 0.0, counts)
     if not backend.assign_free_rows(state, 0.0, reverse=False, virtual=True):

@@ -21,9 +21,9 @@ FLOAT_TOL_SCALE = 8 * np.finfo(np.float64).eps
 
 def install_assignment(state: HungarianState, rows, cols) -> None:
     """Make ``rows[k]`` -> ``cols[k]`` the assignment in ``state`` (NumPy or CuPy arrays), every
-    other row and column unassigned. ε-scaling's step 1 leaves its greedy assignment so: the
-    first phase keeps the pairs of it that are ε-complementary, and where the fitted prices
-    prove it optimal (Machol-Wien), the exact phase keeps all of them and searches for none."""
+    other row and column unassigned. ε-scaling's step 1 leaves its greedy assignment so: where
+    the fitted prices prove it optimal (every pair tight: Machol-Wien), the exact phase keeps it
+    and searches for no row."""
     state.row_match.fill(-1)
     state.col_match.fill(-1)
     state.row_match[rows] = cols.astype(state.row_match.dtype)
@@ -123,10 +123,8 @@ class Backend(ABC):
         None when a row has no finite entry (infeasible)."""
 
     @abstractmethod
-    def keep_complementary_pairs(self, state: HungarianState, eps: float) -> None:
-        """ε-scaling, start of a phase: keep the assigned pairs that satisfy ε-complementary
-        slackness under the current prices (reduced cost at most ``eps`` above the row's
-        smallest; ``eps = 0``: tight), unassign the others and list the free rows."""
+    def empty_assignment(self, state: HungarianState) -> None:
+        """ε-scaling, start of a phase: every row unassigned, and listed as free."""
 
     @abstractmethod
     def bidding_rounds(self, state: HungarianState, eps: float, tail: int, max_rounds: int, stall: int,

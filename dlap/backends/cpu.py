@@ -139,9 +139,9 @@ class CPUBackend(Backend):
         install_assignment(state, order[kept], picked[kept])
         return math.fsum(excess.tolist())
 
-    def keep_complementary_pairs(self, state, eps):
-        k.row_duals_from_columns(state.cost, state.v, state.u)
-        ks.free_slack_pairs(state.cost, state.v, state.u, eps, state.row_match, state.col_match)
+    def empty_assignment(self, state):
+        state.row_match.fill(-1)
+        state.col_match.fill(-1)
         self.optimality_check(state)
 
     def bidding_rounds(self, state, eps, tail, max_rounds, stall, keep_share):

@@ -255,19 +255,6 @@ def _search(C, i0, virtual, extra_match, v, v_open, col_match, dist, col_pred, d
 
 
 @njit(cache=True, nogil=True)
-def free_slack_pairs(C, v, u, eps, row_match, col_match):
-    """Unassign every row whose pair's reduced cost exceeds the row's smallest, ``u``, by more
-    than ``eps``: the pairs left satisfy Bertsekas' ε-complementary slackness under ``v``, as
-    the searches of a phase need (with ε = 0 they are tight, and the exact phase's searches
-    stay exact). Between ε-phases most pairs survive, and a phase searches only for the rest."""
-    for i in range(row_match.shape[0]):
-        j = row_match[i]
-        if j >= 0 and np.float64(C[i, j]) - v[j] > u[i] + eps:
-            row_match[i] = -1
-            col_match[j] = -1
-
-
-@njit(cache=True, nogil=True)
 def assign_free_rows(C, v, eps, rows, n_virtual, row_match, col_match, dist, col_pred, v_open,
                      done, done_dist, counters):
     """Assign each row of ``rows`` (free, in that order), then ``n_virtual`` rows of zero costs:

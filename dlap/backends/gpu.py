@@ -459,6 +459,8 @@ class GPUBackend(Backend):
     def price_initialisation(self, state):
         n_rows, n_cols, dtype = state.n_rows, state.n_cols, state.cost.dtype
         square = n_rows == n_cols
+        if state.scaling is None:  # the searches' buffers, for the phases that follow
+            state.scaling = _ScalingBuffers.allocate(n_rows, n_cols)
         state.v.fill(0.0)
         if square:
             if not state.row_min_ready:
@@ -512,15 +514,9 @@ class GPUBackend(Backend):
         ), shared_mem=shared)
         return int(state.ctl[gk.CTL_STATUS]) == 0
 
-    def keep_complementary_pairs(self, state, eps):
-        if state.scaling is None:
-            state.scaling = _ScalingBuffers.allocate(state.n_rows, state.n_cols)
-        state.scaling.extra_match.fill(-1)
-        self._row_minimum(state, state.v)
-        gk.kernel("scaling", "free_slack_pairs", state.cost.dtype)((gk.blocks(state.n_rows),), (gk.BLOCK,), (
-            state.cost, np.int32(state.n_rows), np.int32(state.n_cols), state.v, state.u, np.float64(eps),
-            state.row_match, state.col_match,
-        ))
+    def empty_assignment(self, state):
+        state.row_match.fill(-1)
+        state.col_match.fill(-1)
         self.optimality_check(state)
 
     def assign_free_rows(self, state, eps, reverse, virtual):
@@ -529,8 +525,10 @@ class GPUBackend(Backend):
             rows = cupy.ascontiguousarray(rows[::-1])
         if rows.size and not self._search_rows(state, eps, rows, 0, rows.size):
             return False
-        return not (virtual and state.n_cols > state.n_rows
-                    and not self._search_rows(state, eps, rows, state.n_rows, state.n_cols))
+        if not (virtual and state.n_cols > state.n_rows):
+            return True
+        state.scaling.extra_match.fill(-1)  # the virtual rows start free
+        return self._search_rows(state, eps, rows, state.n_rows, state.n_cols)
 
     def exact_duals(self, state):
         cols = state.row_match

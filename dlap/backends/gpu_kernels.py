@@ -37,7 +37,7 @@ _TEMPLATES = {
     "tree": ("tree_scan",),
     "paths": (),
     "dgs": ("dgs_evaluate", "dgs_switch", "dgs_propose"),
-    "scaling": ("competition_bands", "free_slack_pairs", "row_regret", "greedy_prices", "scaling_phase"),
+    "scaling": ("competition_bands", "row_regret", "greedy_prices", "scaling_phase"),
     "batch": ("batch_augmenting_paths",),
     "bidding": ("bidding_rounds",),
 }

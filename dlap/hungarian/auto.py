@@ -13,8 +13,10 @@ or tree by the cost range) and hands a square matrix that JV left with more than
 ``SCALING_FREE_FRACTION`` of its rows free over to ε-scaling at the first optimality check where
 more than ``SCALING_MIN_FREE_FRACTION`` are still free and the last four iterations augmented
 fewer than one in ``SCALING_PATH_SHARE`` of them together (an iteration that ended in a dual
-update augmented none); where JV left more than ``SCALING_AT_ONCE_FRACTION`` free, at once.
-The engine starts over from its own prices.
+update augmented none). The engine starts over from its own prices. (Handing over at once
+where JV leaves most rows free was tried and dropped: on the GPU, JV leaves 97% to 99% of a
+tie-heavy matrix free, whose rows the hybrid then matches in a few iterations of many paths each,
+1.5x to 3x faster than the engine; workflows/results/scaling-gpu-20261123-keep-probe.log.)
 ``stats.phase_counts["jv_free_rows"]`` records JV's free rows and ``["handover_iteration"]`` the
 iteration of the hand-over.
 Rectangular matrices stay with the variants: the extra columns absorb the conflicts, and the
@@ -45,11 +47,6 @@ SCALING_MIN_FREE_FRACTION = 0.02
 #: path and a dual update, would have handed it over); uniform f = 10 and floats leave 4% to 7%.
 SCALING_PATH_SHARE = 16
 SCALING_WINDOW = 4
-#: where JV initialisation left more than this fraction of the rows free, hand over at once: no
-#: i.i.d. family comes near (uniform and floats leave 1% to 10%), and the variants' iterations
-#: would each find one path for one of thousands of free rows (Machol-Wien n = 2000 on the CPU:
-#: four iterations took 0.016 s of 0.056)
-SCALING_AT_ONCE_FRACTION = 0.5
 
 
 class _HandOver(Exception):
@@ -63,10 +60,6 @@ def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", 
     stats.phase_counts["jv_free_rows"] = state.n_rows - stats.initial_assignments
     square = state.n_rows == state.n_cols
     structured = stats.phase_counts["jv_free_rows"] > SCALING_FREE_FRACTION * state.n_rows
-    if square and stats.phase_counts["jv_free_rows"] > SCALING_AT_ONCE_FRACTION * state.n_rows:
-        stats.phase_counts["handover_iteration"] = 0
-        solve_scaling(backend, state, stats, progress, roots)
-        return
 
     seen = [0, 0]  # iterations and augmentations at the previous check
     recent: list[int] = []  # paths augmented by each iteration (0: it ended in a dual update)

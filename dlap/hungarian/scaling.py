@@ -25,8 +25,11 @@ This driver finds such prices in three steps:
    Jonker & Volgenant's augmenting row reduction, whose pairs are tight). This is the exact
    shortest augmenting path algorithm from the prices of step 2 (with every row free at its start,
    the prices need no property), so the result is optimal whatever steps 1 and 2 did; they only
-   decide how short its searches are. A rectangular matrix gets virtual rows of zero costs, which
-   hold the unassigned columns and give them the dual the rectangular problem's certificate needs.
+   decide how short its searches are. Where the fitted prices of step 1 prove the greedy
+   assignment optimal (every pair tight, so no ε-phase runs: Machol-Wien), the phase keeps it
+   and searches for no row; a partial assignment of tight pairs is what its searches start from
+   anyway. A rectangular matrix gets virtual rows of zero costs, which hold the unassigned
+   columns and give them the dual the rectangular problem's certificate needs.
 
 That holds in real arithmetic. With float costs the prices can end far larger than the costs that
 decide the optimum (1e-12 beside 1e6: the ε-phases work at the large costs' scale), and ``c - v``
@@ -126,7 +129,7 @@ def scaling_phase(backend, state, eps: float, reverse: bool, counts: dict) -> bo
     """Step 2, one ε-phase: every row assigned from an empty assignment, by bids first where the
     backend bids in parallel, then by searches (rows last to first with ``reverse``) that lower
     the prices of the columns they complete by ε at least. False: infeasible."""
-    backend.keep_complementary_pairs(state, eps)
+    backend.empty_assignment(state)
     if backend.parallel_bidding:
         bidding(backend, state, eps, counts)
     feasible = backend.assign_free_rows(state, eps, reverse, virtual=False)
@@ -134,13 +137,18 @@ def scaling_phase(backend, state, eps: float, reverse: bool, counts: dict) -> bo
     return feasible
 
 
-def exact_phase(backend, state, counts: dict) -> bool:
+def exact_phase(backend, state, counts: dict, keep: bool) -> bool:
     """Step 3: the same with ε = 0 (its bids are the augmenting row reduction, which keeps every
-    assigned pair tight), then the virtual rows of a rectangular matrix; leaves the optimal
+    assigned pair tight), from the assignment in ``state`` with ``keep`` (every pair of it tight:
+    the greedy assignment proved optimal), then the virtual rows of a rectangular matrix; leaves
+    the optimal
     assignment and its duals: ``u`` of the tight assignment and, for a rectangular matrix, the
     prices shifted so that the unassigned columns' (the largest, which the virtual rows gave
     them) is 0, as the rectangular problem's dual asks. False: infeasible."""
-    backend.keep_complementary_pairs(state, 0.0)
+    if keep:
+        backend.optimality_check(state)  # list the rows the greedy assignment left free
+    else:
+        backend.empty_assignment(state)
     if backend.parallel_bidding:
         bidding(backend, state, 0.0, counts)
     if not backend.assign_free_rows(state, 0.0, reverse=False, virtual=True):
@@ -169,7 +177,7 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
         if not feasible:
             raise InfeasibleError()
     with phase("exact_phase"):
-        feasible = exact_phase(backend, state, stats.phase_counts)
+        feasible = exact_phase(backend, state, stats.phase_counts, keep=excess == 0)
     if not feasible:
         raise InfeasibleError()
     searches, rows_scanned = (now - before for now, before in zip(backend.counters(state), counted))

@@ -186,21 +186,6 @@ extern "C" __global__ void competition_combine(const double* first, const double
     v[j] = b < DLAP_INF ? b : a;
 }
 
-// The start of an ε-phase (cpu_scaling.free_slack_pairs): unassign every row whose pair's reduced
-// cost exceeds its row's smallest, u (reduction.cu's row_minimum, same arithmetic), by more than
-// eps, so the pairs left satisfy ε-complementary slackness (eps = 0: tight). One thread per row.
-template <typename T>
-__global__ void free_slack_pairs(const T* C, int n_rows, int n_cols, const double* v, const double* u, double eps,
-                                 int* row_match, int* col_match) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n_rows) return;
-    const int j = row_match[i];
-    if (j >= 0 && widen(C[static_cast<size_t>(i) * n_cols + j]) - v[j] > u[i] + eps) {
-        row_match[i] = -1;
-        col_match[j] = -1;
-    }
-}
-
 // regret[i] = second-smallest minus smallest reduced cost of row i (one block per row).
 template <typename T>
 __global__ void row_regret(const T* C, int n_cols, const double* v, double* regret) {

@@ -19,7 +19,7 @@ pytest.importorskip("bokeh")
 import dlap.distributed as dd  # noqa: E402
 from dlap.generate import uniform_block  # noqa: E402
 
-N = 1500  # the tree variant over worker RPC: several seconds on two CPU workers
+N = 8000  # the tree variant on two CPU workers: about 3 s of solve on a 2-core machine
 
 #: the page's table rows as lists of cell texts (Bokeh renders into shadow roots)
 ROWS_JS = """

@@ -1,8 +1,9 @@
 """The Dask engine on real CPU LocalClusters: scipy's optimum, scipy's errors, Zarr, failures.
 
-Every solve here runs over 2 to 4 worker processes that exchange their vectors through Dask's
-worker-to-worker RPC (the CPU Comm); the GPU tests (test_distributed_gpu.py) run the same engine
-over NCCL.
+Every solve here runs over 2 to 4 worker processes that exchange their vectors over TCP sockets
+between them (the CPU Comm, connected through Dask's worker-to-worker RPC); the GPU tests
+(test_distributed_gpu.py) run the same engine over NCCL. On a host with a GPU these workers see
+it, and ``device="auto"`` sends the solve there (see the README's known issues).
 """
 
 import time
@@ -222,8 +223,8 @@ def assert_no_abort_events_left(client, timeout=5.0):
 def test_a_cancelled_rank_ends_the_solve(client):
     """Another client cancels a rank's task mid-solve: the solve raises within 30 s instead of
     waiting for a task that will never finish, and the cluster solves again."""
-    cost = uniform_block((0, 700), (0, 700), 700, 7000, 10)
-    arr = da.from_array(cost, chunks=(700, 240))
+    cost = uniform_block((0, 5000), (0, 5000), 5000, 50000, 10)  # a solve of about a second
+    arr = da.from_array(cost, chunks=(5000, 1667))
     thread, started, outcome = solve_in_background(
         lambda progress: dd.solve(arr, client, method="tree", progress=progress))
     assert started.wait(60), "the solve never reported progress"
@@ -253,3 +254,67 @@ def test_progress_events_and_task_names(client):
     keys = [str(task["key"]) for task in stream.data]
     assert sum(k.startswith("dlap-solve-classical-") for k in keys) == 3
     assert sum(k.startswith("dlap-slab-") for k in keys) == 3
+
+
+def _socket_ranks(solve_id: str, rank: int, addresses: list, size: int, absent: str | None):
+    """A rank of a bare SocketComm on its worker: all-gathers ``size`` bytes of its own and
+    checks every peer's piece. With ``absent``, rank 0 then skips the second collective, either
+    staying connected for 2.5 s while the others are aborted after 1 s ("abort"), or closing its
+    sockets at once, as a dead worker's are closed ("leave"). Returns what the rank saw."""
+    import threading
+
+    from distributed import get_worker
+    from distributed.comm import get_address_host
+
+    from dlap.distributed.comm import CommAborted, RPCComm, SocketComm
+
+    worker = get_worker()
+    comm = SocketComm(RPCComm(solve_id, rank, addresses), get_address_host(worker.address))
+    try:
+        mine = np.full(size, rank, dtype=np.uint8)
+        stacked = comm.allgather(mine)
+        ok = stacked.shape == (len(addresses), size) and all((stacked[r] == r).all() for r in range(len(addresses)))
+        if absent is None:
+            return {"ok": ok, "bytes": comm.bytes, "calls": comm.calls}
+        if rank == 0:
+            time.sleep(2.5 if absent == "abort" else 0.0)
+            return {"ok": ok, "raised": None}
+        if absent == "abort":
+            threading.Timer(1.0, comm.abort).start()
+        started = time.perf_counter()
+        try:
+            comm.allgather(mine)
+        except (CommAborted, ConnectionError) as e:
+            kind = "ConnectionError" if isinstance(e, ConnectionError) else type(e).__name__  # reset, or closed
+            return {"ok": ok, "raised": kind, "after": time.perf_counter() - started}
+        return {"ok": ok, "raised": "nothing"}
+    finally:
+        comm.close()
+
+
+def _run_socket_ranks(client, size, absent=None):
+    from dlap.distributed.cluster import worker_addresses
+    from dlap.distributed.comm import register_rpc_handler
+
+    workers = worker_addresses(client)
+    client.run(register_rpc_handler, workers=workers)
+    solve_id = f"sockets-{time.perf_counter_ns()}"
+    futures = [client.submit(_socket_ranks, solve_id, r, workers, size, absent, workers=[w], pure=False)
+               for r, w in enumerate(workers)]
+    return client.gather(futures)
+
+
+def test_socket_collectives_move_large_pieces_and_end_without_a_peer(client):
+    """The CPU ranks' collectives go over TCP sockets between the workers (no Dask RPC per
+    collective): every rank sends 24 MB to every other at once (more than any socket buffer, so
+    ranks that sent before reading would block each other) and receives every piece intact. A
+    rank waiting for a peer that never comes is ended by abort() (the watchdog's) within a
+    second of it, and one whose peer closes its sockets (its worker died) raises at once."""
+    size = 24 << 20
+    results = _run_socket_ranks(client, size)
+    assert all(r["ok"] for r in results)
+    assert all(r["calls"] == 1 and r["bytes"] == size * (len(results) - 1) for r in results)
+    waited = _run_socket_ranks(client, 1000, absent="abort")[1:]
+    assert all(r["ok"] and r["raised"] == "CommAborted" and 0.9 < r["after"] < 2.0 for r in waited), waited
+    left = _run_socket_ranks(client, 1000, absent="leave")[1:]
+    assert all(r["ok"] and r["raised"] == "ConnectionError" and r["after"] < 1.0 for r in left), left

@@ -29,9 +29,9 @@ from dlap.generate import uniform_block  # noqa: E402
 
 from .helpers import solve_in_background  # noqa: E402
 
-#: the size of a solve of several seconds by the tree variant: over worker RPC on a 2-worker CPU
-#: cluster, over NCCL on two GPUs
-LONG_N = {"cpu": 1500, "gpu": 3000}
+#: the size of a solve of several seconds by the tree variant: over TCP sockets on a 2-worker CPU
+#: cluster (n = 6000: about 1.5 s of solve and 1 s of placement on 2 cores), over NCCL on two GPUs
+LONG_N = {"cpu": 6000, "gpu": 3000}
 #: the next solve after a fault must finish within this (it hung forever before)
 NEXT_SOLVE_SECONDS = 15.0
 

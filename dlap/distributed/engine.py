@@ -1,25 +1,19 @@
 """The SPMD solve that runs on every rank: Date & Nagi (2016), section 5, over a Dask cluster.
 
 Each rank holds one slab of the cost matrix on its device and a replica of the O(n) search state
-(assignment, duals, predecessors, the forest). The O(n^2) phases run on the slabs; what the
-paper's root gathers and broadcasts goes through one all-gather instead (every rank receives the
-gathered frontier or graph and applies it to its replica, which is the same on every rank), so a
-step costs one collective rather than a gather plus a broadcast.
+(assignment, duals, predecessors, the forest). Every rank runs the drivers of
+:mod:`dlap.hungarian` (the classical variant with rows split, step 4a, or the alternating tree
+variant with columns split, step 4b) against :class:`~.backend.DistributedBackend`, whose
+primitives run the O(n^2) phases on the slab and combine the ranks' parts with one collective
+each; what the paper's root gathers and broadcasts goes through one all-gather instead (every
+rank receives the gathered frontier or graph and applies it to its replica, the same on every
+rank), so a step costs one collective rather than a gather plus a broadcast. The classical
+variant communicates three times per dual update and never per BFS level; the tree variant twice
+per wave.
 
-- **Classical variant, rows split** (section 5, step 4a): each rank compresses the zero-slack
-  edges of its rows (section 3.3); the partial adjacency lists are all-gathered into the global
-  CSR, and the BFS forward pass, reverse pass and augmentation run on the replica with no
-  communication at all until a dual update is needed. The dual update's stage 1 (Algorithm 7)
-  runs over each rank's forest rows, an all-reduce gives theta, stage 2 is applied to the replica.
-  Communication: three collectives per dual update, none per BFS level or augmentation.
-- **Alternating tree variant, columns split** (step 4b): each rank scans the frontier rows over
-  its columns (Algorithm 4), one all-gather of (local minimum slack, tight count) gives the dual
-  level, and one all-gather of the tight columns (column, predecessor row, level) gives every rank
-  the next frontier. All columns tight at the level join at once (a wave), so a search takes one
-  step per (level, BFS depth) pair, not one per column.
-
-The replica's phases (optimality check, forward pass on the CSR, reverse pass, augmentation) are the
-single-device backend's own primitives, run on a state with no matrix (``allocate_graph``).
+This module is the rank's task around that: joining the communicator, the watchdog that aborts
+it when another rank fails, progress events for the client and the dashboard, and the certificate
+computed over the slabs.
 """
 
 from __future__ import annotations
@@ -32,14 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.base import FLOAT_TOL_SCALE
-from ..hungarian.phases import PhaseTimer, Progress, augment_paths
 from ..certificate import exact_sum
-from ..problem import InfeasibleError, Problem, check_entries, is_device_array, shifted
+from ..hungarian.classical import run_classical
+from ..hungarian.phases import PhaseTimer, Progress, initialise
+from ..hungarian.tree import run_tree
+from ..problem import Problem, check_entries, is_device_array, shifted
 from ..result import Stats
-from .comm import CommAborted, NCCLComm, RPCComm
-
-#: methods of the Dask engine and the axis of the (solved, rows <= cols) matrix each one splits
-SPLIT_AXIS = {"classical": 0, "tree": 1}
+from .backend import SPLIT_AXIS, DistributedBackend
+from .comm import CommAborted, NCCLComm, RPCComm, SocketComm
 #: seconds between progress events of rank 0
 PROGRESS_INTERVAL = 0.5
 
@@ -80,219 +74,35 @@ class RankResult:
 
 
 class DistributedSolver:
-    """One rank's part of a solve: its slab state, the replicated search state, the comm."""
+    """One rank's part of a solve: its slab state, the replicated search state, the comm, and the
+    drivers of :mod:`dlap.hungarian` run against :class:`~.backend.DistributedBackend`."""
 
-    def __init__(self, backend, slab, spec: RankSpec, comm, report=None):
-        self.backend, self.spec, self.comm = backend, spec, comm
+    def __init__(self, local, slab, spec: RankSpec, comm, report=None):
+        self.spec, self.comm = spec, comm
         self.xp = _array_module(slab)
         tol = 0.0 if spec.integer else FLOAT_TOL_SCALE
-        self.slab = backend.allocate(Problem(matrix=slab, transposed=False, maximize=False, original=slab))
-        self.g = backend.allocate_graph(spec.shape, slab.dtype, tol)
-        self.stats = Stats(device=backend.device, method=spec.method, init="reduction")
-        self.phase = PhaseTimer(self.stats, backend, self.g)
+        self.slab = local.allocate(Problem(matrix=slab, transposed=False, maximize=False, original=slab))
+        self.g = local.allocate_graph(spec.shape, slab.dtype, tol)
+        self.backend = DistributedBackend(local, self.slab, comm, spec.method, spec.bounds, spec.rank, self.xp)
+        self.stats = Stats(device=local.device, method=spec.method, init="reduction")
+        self.phase = PhaseTimer(self.stats, self.backend, self.g)
         self.report = Progress(report, spec.shape[0], PROGRESS_INTERVAL)
 
-    # ------------------------------------------------------------------ shared steps
-
-    def _infeasible_if(self, x) -> None:
-        """Raise on every rank alike when a replicated vector has a non-finite entry."""
-        if not bool(self.xp.isfinite(x).all()):
-            raise InfeasibleError()
-
     def solve(self) -> None:
-        n_rows, n_cols = self.spec.shape
-        with self.phase("initial_reduction"):
-            if self.spec.method == "classical":
-                self.classical_initial_reduction(columns=n_rows == n_cols)
-            else:
-                self.tree_initial_reduction(columns=n_rows == n_cols)
-        run = self.classical_iterations if self.spec.method == "classical" else self.tree_iterations
-        run()
+        """The paper's initial reduction and the variant's iterations to optimality (the tree
+        searches from every free row at once: each of its waves costs two collectives)."""
+        backend, g, stats = self.backend, self.g, self.stats
+        initialise(backend, g, "reduction", stats, self.phase)
+        if self.spec.method == "classical":
+            run_classical(backend, g, stats, self.phase, self.report)
+        else:
+            run_tree(backend, g, stats, self.phase, self.report, roots="all")
         self.report(0, final=True)
-        self.stats.phase_seconds["communication"] = self.comm.seconds
-        self.stats.phase_counts["communication"] = self.comm.calls
-
-    def check(self) -> int:
-        with self.phase("optimality_check"):
-            n_free = self.backend.optimality_check(self.g)
-        self.report(n_free)
-        return n_free
-
-    def augment(self) -> None:
-        """Reverse pass and augmentation (4.3.2-4.3.3) by the root, whose assignment every rank
-        then adopts (section 5: the root augments and broadcasts). Each replica could run them
-        itself, but on a GPU the paths kept are decided by races (which tree claims a root
-        first), so replicas would drift apart and issue different collectives."""
-        augment_paths(self.backend, self.g, self.stats, self.phase)
-        if self.comm.size == 1:
-            return
-        g, xp = self.g, self.xp
-        with self.phase("broadcast"):
-            g.row_match[:] = self.comm.bcast(g.row_match)
-            g.col_match[:] = -1
-            rows = xp.flatnonzero(g.row_match >= 0)
-            g.col_match[g.row_match[rows]] = rows.astype(g.col_match.dtype)
-
-    # ------------------------------------------------------------------ classical, rows split
-
-    def classical_initial_reduction(self, columns: bool) -> None:
-        """Section 5, step 2: row minima of each rank's own rows, gathered; column minima over
-        each rank's rows, reduced (rows only for a rectangular matrix)."""
-        s, g = self.slab, self.g
-        self.backend.initial_reduction(s, columns=False)
-        g.u[:] = self.comm.allgatherv(s.u)
-        self._infeasible_if(g.u)
-        if columns:
-            self.backend.column_reduction(s)
-            g.v[:] = self.comm.allreduce(s.v, "min")
-            self._infeasible_if(g.v)
-
-    def classical_iterations(self) -> None:
-        compressed = False
-        while self.check():
-            if not compressed:
-                with self.phase("compress"):
-                    self.compress()
-                compressed = True
-            with self.phase("forward_pass"):
-                n_reverse = self.backend.classical_forward_pass(self.g)
-            self.stats.iterations += 1
-            if n_reverse:
-                self.augment()
-                continue
-            with self.phase("dual_update"):
-                self.classical_dual_update()
-            compressed = False
-
-    def compress(self) -> None:
-        """Section 3.3 on each rank's rows, then the all-gathered global CSR (step 4a)."""
-        s, g, lo, hi = self.slab, self.g, self.spec.lo, self.spec.hi
-        s.u[:] = g.u[lo:hi]
-        s.v[:] = g.v
-        nnz = self.backend.compress(s)
-        counts = self.comm.allgatherv(s.row_ptr[1:] - s.row_ptr[:-1])
-        g.col_idx = self.comm.allgatherv(s.col_idx[:nnz])
-        g.row_ptr = self.xp.zeros(g.n_rows + 1, dtype=np.int64)
-        self.xp.cumsum(counts, out=g.row_ptr[1:])
-        self.stats.phase_counts["zero_slack_edges"] = int(g.col_idx.shape[0])
-
-    def classical_dual_update(self) -> None:
-        """Algorithm 7 over each rank's forest rows, theta all-reduced, Algorithm 8 on the replica."""
-        s, g, lo, hi = self.slab, self.g, self.spec.lo, self.spec.hi
-        forest = g.rows_q[: g.n_forest_rows]
-        mine = forest[(forest >= lo) & (forest < hi)] - lo
-        theta = np.inf
-        if mine.shape[0]:
-            s.rows_q[: mine.shape[0]] = mine
-            s.n_forest_rows = int(mine.shape[0])
-            s.col_seen[:] = g.col_seen
-            theta = self.backend.classical_theta(s)
-        theta = float(self.comm.allreduce(self.xp.asarray([theta]), "min")[0])
-        if theta == np.inf:
-            raise InfeasibleError()
-        self.backend.classical_shift(g, theta)
-        self.stats.dual_updates += 1
-
-    # ------------------------------------------------------------------ tree, columns split
-
-    def tree_initial_reduction(self, columns: bool) -> None:
-        """Section 5, step 2 for column slabs: row minima over each rank's columns, reduced;
-        column minima of each rank's own columns with the global row duals, gathered."""
-        s, g = self.slab, self.g
-        self.backend.initial_reduction(s, columns=False)
-        g.u[:] = self.comm.allreduce(s.u, "min")
-        self._infeasible_if(g.u)
-        if columns:
-            s.u[:] = g.u
-            self.backend.column_reduction(s)
-            g.v[:] = self.comm.allgatherv(s.v)
-            self._infeasible_if(g.v)
-
-    def tree_iterations(self) -> None:
-        while n_free := self.check():
-            with self.phase("forward_pass"):
-                n_reverse, level = self.tree_forward_pass(n_free)
-            self.backend.load_reverse(self.g, n_reverse)
-            self.augment()
-            with self.phase("dual_update"):
-                self.tree_dual_update(level)
-            self.stats.iterations += 1
-
-    def tree_forward_pass(self, n_free: int) -> tuple[int, float]:
-        """Algorithm 4 with Algorithm 9 folded in, as waves over the column slabs.
-
-        The replica's forest is ``rows_q[:n_q]`` / ``forest_cols[:n_forest]`` with the levels at
-        which each joined, exactly as the single-device kernels keep it, so the reverse pass,
-        augmentation and dual update that follow are theirs.
-        """
-        xp, s, g, comm = self.xp, self.slab, self.g, self.comm
-        lo = self.spec.lo
-        s.slack[:] = np.inf
-        s.v_open[:] = g.v[lo : self.spec.hi]
-        frontier = g.free_rows[:n_free].copy()
-        g.row_level[frontier] = 0.0
-        g.row_pred[frontier] = -1
-        g.rows_q[:n_free] = frontier
-        n_q, n_forest, n_rev, level = n_free, 0, 0, 0.0
-        shift = -g.u[frontier]
-        while True:
-            if frontier.shape[0]:
-                self.backend.tree_scan(s, frontier, shift, int(frontier.shape[0]))
-            local_min = float(s.slack.min()) if s.slack.shape[0] else np.inf
-            local_count = int((s.slack <= max(level, local_min)).sum()) if local_min < np.inf else 0
-            summary = _host(comm.allgather(xp.asarray([local_min, local_count], dtype=np.float64)))
-            best = float(summary[:, 0].min())
-            if n_rev > 0 and best > level:
-                break  # the frontier is exhausted at this level: reverse pass (ties collected)
-            if best == np.inf:
-                raise InfeasibleError()
-            if best > level:
-                level = best  # dual update by theta = best - level (Algorithm 9, lazily)
-                self.stats.dual_updates += 1
-            counts = np.where(summary[:, 0] <= level, summary[:, 1], 0).astype(np.int64)
-            tight = self._gather_tight(level, int(counts[self.spec.rank]), int(counts.max()), counts)
-            cols = tight[:, 0].astype(g.col_pred.dtype)
-            g.col_pred[cols] = tight[:, 1].astype(g.col_pred.dtype)
-            g.col_level[cols] = tight[:, 2]
-            g.forest_cols[n_forest : n_forest + cols.shape[0]] = cols
-            n_forest += int(cols.shape[0])
-            owner = g.col_match[cols]
-            free = owner < 0
-            reached = cols[free]
-            g.reverse[n_rev : n_rev + reached.shape[0]] = reached
-            n_rev += int(reached.shape[0])
-            frontier = owner[~free]
-            levels = tight[:, 2][~free]
-            g.row_level[frontier] = levels
-            g.row_pred[frontier] = cols[~free]
-            g.rows_q[n_q : n_q + frontier.shape[0]] = frontier
-            n_q += int(frontier.shape[0])
-            shift = levels - g.u[frontier]
-            self.stats.phase_counts["waves"] = self.stats.phase_counts.get("waves", 0) + 1
-        g.n_forest_rows, g.n_forest_cols = n_q, n_forest
-        return n_rev, level
-
-    def _gather_tight(self, level: float, mine: int, width: int, counts: np.ndarray):
-        """This rank's columns with slack <= level leave the scan (they are covered); every rank
-        receives all of them as rows (column, predecessor row, level), in rank order."""
-        xp, s, lo = self.xp, self.slab, self.spec.lo
-        buf = xp.zeros((width, 3), dtype=np.float64)
-        if mine:
-            cols = xp.flatnonzero(s.slack <= level)
-            buf[:mine, 0] = cols + lo
-            buf[:mine, 1] = s.col_pred[cols]
-            buf[:mine, 2] = s.slack[cols]
-            s.slack[cols] = np.inf
-            s.v_open[cols] = -np.inf
-        stacked = self.comm.allgather(buf)
-        return xp.concatenate([stacked[r, : counts[r]] for r in range(self.spec.size)])
-
-    def tree_dual_update(self, level: float) -> None:
-        """Algorithm 9 on the replica: forest rows gain ``level - joined``, covered columns lose it."""
-        g = self.g
-        rows, cols = g.rows_q[: g.n_forest_rows], g.forest_cols[: g.n_forest_cols]
-        g.u[rows] += level - g.row_level[rows]
-        g.v[cols] -= level - g.col_level[cols]
+        for name in ("waves", "zero_slack_edges"):
+            if backend.tallies[name]:
+                stats.phase_counts[name] = backend.tallies[name]
+        stats.phase_seconds["communication"] = self.comm.seconds
+        stats.phase_counts["communication"] = self.comm.calls
 
     # ------------------------------------------------------------------ certificate
 
@@ -404,7 +214,7 @@ class Watchdog:
         self._done.set()
 
 
-def _backend(slab):
+def _local_backend(slab):
     if is_device_array(slab):
         from ..backends.gpu import GPUBackend
 
@@ -448,10 +258,20 @@ def _live(solver, comm) -> dict:
 
 
 def _make_comm(spec: RankSpec):
+    """NCCL between GPU ranks; Dask's RPC otherwise, which CPU ranks use only to exchange the
+    addresses of their sockets (:func:`_socket_comm`)."""
     kind, arg = spec.comm
     if kind == "nccl":
         return NCCLComm(arg, spec.rank, spec.size)
     return RPCComm(spec.solve_id, spec.rank, list(arg))
+
+
+def _socket_comm(rpc: RPCComm, worker):
+    """CPU ranks' collectives over TCP sockets between their workers' hosts (one RPC collective
+    to connect, none after)."""
+    from distributed.comm import get_address_host
+
+    return SocketComm(rpc, get_address_host(worker.address))
 
 
 def run_rank(slab, spec: RankSpec) -> RankResult | dict:
@@ -468,11 +288,13 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
         cupy.cuda.Device(slab.device.id).use()
     setup = time.perf_counter()
     comm = _make_comm(spec)
-    watchdog = Watchdog(spec.abort_event, comm)
+    watchdog = Watchdog(spec.abort_event, comm)  # before the sockets connect: a peer may be gone
     try:
+        if isinstance(comm, RPCComm) and spec.size > 1:
+            comm = watchdog.comm = _socket_comm(comm, worker)
         comm.allreduce(_array_module(slab).zeros(1), "sum")  # NCCL connects on its first collective
         started = time.perf_counter()
-        solver = DistributedSolver(_backend(slab), slab, spec, comm, report)
+        solver = DistributedSolver(_local_backend(slab), slab, spec, comm, report)
         with _host_threads(slab, worker) as threads:
             solver.stats.threads = threads or 0
             solver.solve()
@@ -483,7 +305,7 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
         solver.stats.seconds = seconds
         solver.stats.phase_seconds["comm_setup"] = started - setup
         g = solver.g
-        row_match, u, v = solver.backend.to_host(g)
+        row_match, u, v = solver.backend.local.to_host(g)
         return RankResult(
             row_match=np.asarray(row_match, dtype=np.int64), u=np.asarray(u), v=np.asarray(v),
             stats=solver.stats.as_dict(), certificate=certificate,

@@ -18,7 +18,8 @@ from . import registry
 from .cluster import connected, gpus_visible, worker_addresses
 from .data import as_source, place_slabs, plan_ranks, slab_bounds, source_offset
 from .comm import CommAborted, register_rpc_handler
-from .engine import SPLIT_AXIS, RankSpec, run_rank
+from .backend import SPLIT_AXIS
+from .engine import RankSpec, run_rank
 from .progress import watch
 
 METHODS = tuple(SPLIT_AXIS)

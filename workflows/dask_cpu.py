@@ -1,0 +1,60 @@
+"""The Dask engine on a CPU LocalCluster of two single-threaded workers against one process.
+
+    python workflows/dask_cpu.py --n 1500 4000 6000 --f 10
+
+For each n: ``dlap.solve`` in this process (``method="auto"``, median of 3), then
+``dlap.distributed.solve`` of the same matrix generated on the workers (``uniform_dask``, one
+chunk per rank) with each method, median of 3 after a first solve: wall time, the ranks' solve
+(``stats.phase_seconds["rank_solve"]``), the time inside collectives and their number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[1500, 4000, 6000])
+    parser.add_argument("--f", type=float, default=10.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    import distributed
+
+    import dlap
+    import dlap.distributed as dd
+    from dlap.generate import uniform_counter, uniform_dask
+
+    print("| n | f | one process (auto) | method | cluster wall | ranks' solve | in collectives | collectives | ranks' solve / one process |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        for n in args.n:
+            cost = uniform_counter(n, args.f)
+            dlap.solve(cost, device="cpu")
+            alone = statistics.median(_timed(lambda: dlap.solve(cost, device="cpu"))[0] for _ in range(args.repeat))
+            array = uniform_dask(n, args.f, chunks=(n // 2, n)).persist()
+            distributed.wait(array)
+            for method in ("classical", "tree"):
+                dd.solve(array, client, method=method)
+                runs = [_timed(lambda: dd.solve(array, client, method=method)) for _ in range(args.repeat)]
+                wall = statistics.median(seconds for seconds, _ in runs)
+                stats = sorted((r.stats for _, r in runs), key=lambda s: s.phase_seconds["rank_solve"])[len(runs) // 2]
+                solve = stats.phase_seconds["rank_solve"]
+                print(f"| {n} | {args.f:g} | {alone:.3f} | {method} | {wall:.3f} | {solve:.3f} | "
+                      f"{stats.phase_seconds.get('communication', 0.0):.3f} | {stats.phase_counts.get('communication')} | "
+                      f"{solve / alone:.1f} |", flush=True)
+            del array
+
+
+def _timed(run):
+    start = time.perf_counter()
+    result = run()
+    return time.perf_counter() - start, result
+
+
+if __name__ == "__main__":
+    main()

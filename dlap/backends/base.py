@@ -21,9 +21,9 @@ FLOAT_TOL_SCALE = 8 * np.finfo(np.float64).eps
 
 def install_assignment(state: HungarianState, rows, cols) -> None:
     """Make ``rows[k]`` -> ``cols[k]`` the assignment in ``state`` (NumPy or CuPy arrays), every
-    other row and column unassigned. ε-scaling's step 1 leaves its greedy assignment so: where
-    the fitted prices prove it optimal (every pair tight: Machol-Wien), the exact phase keeps it
-    and searches for no row."""
+    other row and column unassigned. ε-scaling's step 1 leaves its greedy assignment so (where
+    the fitted prices prove it optimal, every pair tight: Machol-Wien, the exact phase keeps it
+    and searches for no row); the Dask engine's ranks so adopt a merged or broadcast one."""
     state.row_match.fill(-1)
     state.col_match.fill(-1)
     state.row_match[rows] = cols.astype(state.row_match.dtype)
@@ -122,9 +122,11 @@ class Backend(ABC):
         excess over the rows' minimum reduced costs (0: the prices already prove it optimal), or
         None when a row has no finite entry (infeasible)."""
 
-    @abstractmethod
     def empty_assignment(self, state: HungarianState) -> None:
         """ε-scaling, start of a phase: every row unassigned, and listed as free."""
+        state.row_match.fill(-1)
+        state.col_match.fill(-1)
+        self.optimality_check(state)
 
     @abstractmethod
     def bidding_rounds(self, state: HungarianState, eps: float, tail: int, max_rounds: int, stall: int,

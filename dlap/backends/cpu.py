@@ -139,11 +139,6 @@ class CPUBackend(Backend):
         install_assignment(state, order[kept], picked[kept])
         return math.fsum(excess.tolist())
 
-    def empty_assignment(self, state):
-        state.row_match.fill(-1)
-        state.col_match.fill(-1)
-        self.optimality_check(state)
-
     def bidding_rounds(self, state, eps, tail, max_rounds, stall, keep_share):
         if state.bids is None:  # scratch of the bids: per free row, then per column
             state.bids = (np.empty(state.n_rows, dtype=np.int64), np.empty(state.n_rows),

@@ -514,11 +514,6 @@ class GPUBackend(Backend):
         ), shared_mem=shared)
         return int(state.ctl[gk.CTL_STATUS]) == 0
 
-    def empty_assignment(self, state):
-        state.row_match.fill(-1)
-        state.col_match.fill(-1)
-        self.optimality_check(state)
-
     def assign_free_rows(self, state, eps, reverse, virtual):
         rows = cupy.sort(state.free_rows[: state.n_free])  # the rounds of bids list them unordered
         if reverse:

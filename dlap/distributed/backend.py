@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends.base import install_assignment
+from .comm import _host
+
 #: the axis of the (solved, rows <= cols) matrix each variant splits over the ranks
 SPLIT_AXIS = {"classical": 0, "tree": 1}
-
-
-def _host(x) -> np.ndarray:
-    return x.get() if hasattr(x, "get") else np.asarray(x)
 
 
 class DistributedBackend:
@@ -92,8 +91,6 @@ class DistributedBackend:
         xp, s = self.xp, self.slab
         self._load_duals(state)
         self.local.initial_assignment(s)
-        state.row_match[:] = -1
-        state.col_match[:] = -1
         if self.split == 0:
             claims = self.comm.allgatherv(s.row_match.astype(np.int64))
             rows = xp.flatnonzero(claims >= 0)
@@ -107,8 +104,7 @@ class DistributedBackend:
             owner = xp.argmax(claimed[:, rows], axis=0)  # the lowest rank with a claim
             offsets = xp.asarray(np.asarray(self.bounds[:-1], dtype=np.int64))
             cols = stacked[owner, rows] + offsets[owner]
-        state.row_match[rows] = cols.astype(state.row_match.dtype)
-        state.col_match[cols] = rows.astype(state.col_match.dtype)
+        install_assignment(state, rows, cols)
         return int(rows.shape[0])
 
     def _load_duals(self, state) -> None:
@@ -129,11 +125,9 @@ class DistributedBackend:
         self.local.augment(state)
         if self.comm.size == 1:
             return
-        xp = self.xp
-        state.row_match[:] = self.comm.bcast(state.row_match)
-        state.col_match[:] = -1
-        rows = xp.flatnonzero(state.row_match >= 0)
-        state.col_match[state.row_match[rows]] = rows.astype(state.col_match.dtype)
+        root = self.comm.bcast(state.row_match)
+        rows = self.xp.flatnonzero(root >= 0)
+        install_assignment(state, rows, root[rows])
 
     # ------------------------------------------------------------------ classical, rows split
 

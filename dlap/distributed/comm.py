@@ -360,13 +360,14 @@ class SocketComm(HostComm):
         xp = _xp(x)
         x = np.ascontiguousarray(_host(x))
         received = self._exchange(x)
-        pieces = [np.frombuffer(received[r], dtype=x.dtype).reshape(x.shape) if r != self.rank else x
+        pieces = [np.frombuffer(received[r], dtype=x.dtype, offset=8).reshape(x.shape) if r != self.rank else x
                   for r in range(self.size)]
         self._timed(start, x.nbytes * (self.size - 1))
         return xp.asarray(np.stack(pieces))
 
     def _exchange(self, x: np.ndarray) -> dict:
-        """Send ``x`` to every peer and read every peer's piece of the same size."""
+        """Send ``x`` to every peer and read every peer's piece of the same size: per peer, a
+        buffer holding its 8-byte length, then its bytes."""
         import selectors
 
         payload = memoryview(x).cast("B")
@@ -390,9 +391,9 @@ class SocketComm(HostComm):
                         raise ConnectionError(f"dlap: rank {r} closed its connection during the solve")
                     filled[r] += n
         for r, buf in buffers.items():
-            if int(np.frombuffer(bytes(buf[:8]), dtype=np.int64)[0]) != payload.nbytes:
+            if int(np.frombuffer(buf, dtype=np.int64, count=1)[0]) != payload.nbytes:
                 raise RuntimeError(f"dlap internal error: rank {r} sent a piece of another size")
-        return {r: bytes(buf[8:]) for r, buf in buffers.items()}
+        return buffers
 
     def abort(self):
         self._aborted = True

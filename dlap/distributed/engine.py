@@ -33,7 +33,7 @@ from ..hungarian.tree import run_tree
 from ..problem import Problem, check_entries, is_device_array, shifted
 from ..result import Stats
 from .backend import SPLIT_AXIS, DistributedBackend
-from .comm import CommAborted, NCCLComm, RPCComm, SocketComm
+from .comm import CommAborted, NCCLComm, RPCComm, SocketComm, _host
 #: seconds between progress events of rank 0
 PROGRESS_INTERVAL = 0.5
 
@@ -164,10 +164,6 @@ def _array_module(x):
 
         return cupy
     return np
-
-
-def _host(x) -> np.ndarray:
-    return x.get() if hasattr(x, "get") else np.asarray(x)
 
 
 # ---------------------------------------------------------------------------- the rank's task

@@ -76,6 +76,42 @@ def test_agrees_with_scipy(client, method, strategy):
 
 
 @pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("kind", ["ties", "wide", "floats", "rectangular"])
+def test_ranks_decide_what_one_rank_decides(client, method, kind):
+    """Every collective of the JV initialisation and the searches combines the slabs' parts
+    exactly (minima with their first row or column, the bids' second minima across ranks, the
+    tree waves' candidates): one, two and three ranks make the same initial assignment and the
+    same searches, and end with the same assignment and duals, ties included. (The paper's
+    reduction is followed by each rank's own greedy matching, merged: its start depends on the
+    split, and it leaves more rows free.)"""
+    rng = np.random.default_rng(7)
+    cost = {
+        "ties": uniform_block((0, 240), (0, 240), 240, 6, 3),
+        "wide": uniform_block((0, 240), (0, 240), 240, 2**31 - 1, 4),
+        "floats": rng.random((240, 240)),
+        "rectangular": uniform_block((0, 200), (0, 260), 260, 40, 5),
+    }[kind]
+    arr = da.from_array(cost, chunks=(80, 80))
+    results = [dd.solve(arr, client, method=method, n_workers=k) for k in (1, 2, 3)]
+    assert [r.stats.phase_counts["ranks"] for r in results] == [1, 2, 3]
+    first = results[0]
+    picked = reference(cost)[0]
+    assert first.stats.init == "jv" and first.verify().optimal
+    assert_scipy_objective(first, cost, picked, False)
+    for other in results[1:]:
+        assert other.stats.initial_assignments == first.stats.initial_assignments
+        assert other.stats.iterations == first.stats.iterations
+        np.testing.assert_array_equal(other.col_ind, first.col_ind)
+        np.testing.assert_array_equal(other.row_duals, first.row_duals)
+        np.testing.assert_array_equal(other.col_duals, first.col_duals)
+    reduction = dd.solve(arr, client, method=method, init="reduction")
+    assert reduction.stats.init == "reduction" and reduction.verify().optimal
+    assert_scipy_objective(reduction, cost, picked, False)
+    if kind != "rectangular":  # JV's column reduction and bids run on square matrices
+        assert first.stats.initial_assignments > reduction.stats.initial_assignments
+
+
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("shape", [(300, 300), (240, 301), (301, 240)])
 def test_generated_on_workers(client, method, shape):
     """A few hundred rows generated on the workers (one chunk per rank), equal to scipy and to the

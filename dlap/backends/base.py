@@ -14,6 +14,11 @@ import numpy as np
 from ..hungarian.state import HungarianState
 from ..problem import Problem
 
+#: Jonker & Volgenant's augmenting row reduction as rounds of bids (the GPU's and the Dask engine's):
+#: at most this many rounds, and stop once a round frees fewer than this fraction of the free rows
+#: (ties on assigned columns stall it; the searches take over)
+ARR_MAX_ROUNDS = 32
+ARR_MIN_PROGRESS = 0.02
 #: zero-slack tolerance factor for float costs in the classical variant: a few ulps of
 #: |c| + |u| + |v|, a bound on the rounding error of c - u - v (no fixed epsilon)
 FLOAT_TOL_SCALE = 8 * np.finfo(np.float64).eps
@@ -28,6 +33,23 @@ def install_assignment(state: HungarianState, rows, cols) -> None:
     state.col_match.fill(-1)
     state.row_match[rows] = cols.astype(state.row_match.dtype)
     state.col_match[cols] = rows.astype(state.col_match.dtype)
+
+
+def bidding_loop(state: HungarianState, one_round, tail: int, max_rounds: int, stall: int,
+                 keep_share: float) -> tuple[int, int, int]:
+    """:meth:`Backend.bidding_rounds` for a backend whose host drives the rounds:
+    ``one_round()`` makes one round of bids from ``state.free_rows[:state.n_free]`` and returns
+    the free rows left (listed as free). Stops as that method says; returns (free rows, rounds,
+    bids)."""
+    n_free, rounds, bids, stalled = state.n_free, 0, 0, 0
+    while n_free > tail and rounds < max_rounds:
+        previous = n_free
+        n_free = state.n_free = one_round()
+        rounds, bids = rounds + 1, bids + previous
+        stalled = stalled + 1 if n_free == previous else 0
+        if (keep_share > 0 and n_free > previous * keep_share) or stalled >= stall:
+            break
+    return n_free, rounds, bids
 
 
 class Backend(ABC):
@@ -60,6 +82,23 @@ class Backend(ABC):
     @abstractmethod
     def column_reduction(self, state: HungarianState) -> None:
         """Algorithm 1, column reduction with the state's row duals: ``v[j] = min_i (C - u)``."""
+
+    @abstractmethod
+    def column_minima(self, state: HungarianState):
+        """JV's column reduction: ``v[j] = min_i C[i, j]``; returns the first row at each minimum."""
+
+    @abstractmethod
+    def row_duals(self, state: HungarianState) -> None:
+        """``u[i] = min_j (C[i, j] - v[j])``: the largest row duals that keep ``v`` feasible."""
+
+    @abstractmethod
+    def row_minima_terms(self, state: HungarianState, rows):
+        """For each row of ``rows``, over the state's columns with prices ``v``: the smallest
+        reduced cost ``C[i, j] - v[j]`` and its first column, the second smallest (a tie with the
+        smallest counts), and the smallest over the free columns (``col_match < 0``) with its
+        first column, as a float64 array of shape (len(rows), 5); column -1 where there is none.
+        What a row's bid (:meth:`bidding_rounds`) and its reduction transfer are made of: the
+        Dask engine computes them on each slab and combines them over the ranks."""
 
     @abstractmethod
     def initial_assignment(self, state: HungarianState) -> int:

@@ -10,7 +10,7 @@ from ..hungarian.state import HungarianState
 from ..problem import Problem
 from . import cpu_kernels as k
 from . import cpu_scaling as ks
-from .base import FLOAT_TOL_SCALE, Backend, install_assignment
+from .base import FLOAT_TOL_SCALE, Backend, bidding_loop, install_assignment
 
 #: augmenting row reduction: passes (as JV) and row visits per pass, in multiples of n
 ARR_PASSES = 2
@@ -43,11 +43,23 @@ class CPUBackend(Backend):
     def column_reduction(self, state):
         k.column_reduction(state.cost, state.u, state.v, np.empty(state.n_cols, dtype=np.int64))
 
+    def column_minima(self, state):
+        argmin = np.empty(state.n_cols, dtype=np.int64)
+        k.column_reduction(state.cost, np.zeros(state.n_rows), state.v, argmin)
+        return argmin
+
+    def row_duals(self, state):
+        k.row_duals_from_columns(state.cost, state.v, state.u)
+
+    def row_minima_terms(self, state, rows):
+        terms = np.empty((rows.shape[0], 5))
+        ks.row_minima_terms(state.cost, state.v, state.col_match, rows, terms)
+        return terms
+
     def jv_initialisation(self, state):
         n_rows, n_cols = state.cost.shape
         if n_rows == n_cols:
-            argmin = np.empty(n_cols, dtype=np.int64)
-            k.column_reduction(state.cost, np.zeros(n_rows), state.v, argmin)
+            argmin = self.column_minima(state)
             if not np.isfinite(state.v).all():
                 return False  # a column of forbidden entries only
             k.jv_assignment_from_minima(state.cost, state.v, argmin, state.row_match, state.col_match)
@@ -56,7 +68,7 @@ class CPUBackend(Backend):
             state.cost, state.v, state.row_match, state.col_match, state.free_rows, n_free,
             ARR_PASSES, ARR_BUDGET_PER_ROW * max(n_rows, 1),
         )
-        k.row_duals_from_columns(state.cost, state.v, state.u)
+        self.row_duals(state)
         return bool(np.isfinite(state.u).all())
 
     def initial_assignment(self, state):
@@ -130,7 +142,7 @@ class CPUBackend(Backend):
         order = np.argsort(-regret, kind="stable")  # largest regret first, ties in row order
         picked = np.empty(n_rows, dtype=np.int64)
         ks.greedy_prices(state.cost, state.v, order, picked, np.zeros(n_cols, dtype=np.bool_), square)
-        k.row_duals_from_columns(state.cost, state.v, state.u)
+        self.row_duals(state)
         if not np.isfinite(state.u).all():
             return None
         excess = np.empty(n_rows)
@@ -143,18 +155,11 @@ class CPUBackend(Backend):
         if state.bids is None:  # scratch of the bids: per free row, then per column
             state.bids = (np.empty(state.n_rows, dtype=np.int64), np.empty(state.n_rows),
                           np.empty(state.n_cols), np.full(state.n_cols, -1, dtype=np.int64))
-        n_free, rounds, bids, stalled = state.n_free, 0, 0, 0
-        while n_free > tail and rounds < max_rounds:
-            previous = n_free
-            n_free = ks.bidding_round(
-                state.cost, state.v, eps, state.free_rows, n_free, state.row_match, state.col_match, *state.bids
-            )
-            rounds, bids = rounds + 1, bids + previous
-            stalled = stalled + 1 if n_free == previous else 0
-            if (keep_share > 0 and n_free > previous * keep_share) or stalled >= stall:
-                break
-        state.n_free = n_free
-        return n_free, rounds, bids
+        def one_round():
+            return ks.bidding_round(state.cost, state.v, eps, state.free_rows, state.n_free, state.row_match,
+                                    state.col_match, *state.bids)
+
+        return bidding_loop(state, one_round, tail, max_rounds, stall, keep_share)
 
     def assign_free_rows(self, state, eps, reverse, virtual):
         rows = state.free_rows[: state.n_free]

@@ -113,6 +113,18 @@ def _row_minima(C, i, v, col_match):
 
 
 @njit(cache=True, parallel=True, nogil=True)
+def row_minima_terms(C, v, col_match, rows, terms):
+    """:func:`_row_minima` of each row of ``rows``, into ``terms[q] = (u1, j1, u2, uf, jf)``."""
+    for q in prange(rows.shape[0]):
+        u1, j1, u2, uf, jf = _row_minima(C, rows[q], v, col_match)
+        terms[q, 0] = u1
+        terms[q, 1] = j1
+        terms[q, 2] = u2
+        terms[q, 3] = uf
+        terms[q, 4] = jf
+
+
+@njit(cache=True, parallel=True, nogil=True)
 def row_regrets(C, v, regret):
     """``regret[i]`` = second-smallest minus smallest reduced cost of row i (0 with one finite
     entry): how much row i loses if it does not get its best column."""

@@ -26,12 +26,10 @@ import numpy as np
 from ..hungarian.state import HungarianState
 from ..problem import Problem
 from . import gpu_kernels as gk
-from .base import FLOAT_TOL_SCALE, Backend, install_assignment
+from .base import ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, FLOAT_TOL_SCALE, Backend, install_assignment
 
-#: augmenting row reduction: at most this many parallel rounds, and stop once a round frees fewer
-#: than this fraction of the free rows (ties on assigned columns stall it; the searches take over)
-ARR_MAX_ROUNDS = 32
-ARR_MIN_PROGRESS = 0.02
+#: row_minima_terms: reduced costs of about this many entries at once (float64, three copies)
+ROW_TERMS_BAND_ENTRIES = 1 << 24
 #: host-to-device copy: rows per chunk (about this many bytes) and host threads copying at once
 UPLOAD_CHUNK_BYTES = 32 << 20
 UPLOAD_THREADS = 8
@@ -295,11 +293,37 @@ class GPUBackend(Backend):
     def column_reduction(self, state):
         self._column_minimum(state, state.u)
 
+    def column_minima(self, state):
+        return self._column_minimum(state, state.zeros_rows)
+
+    def row_duals(self, state):
+        self._row_minimum(state, state.v)
+
+    def row_minima_terms(self, state, rows):
+        """In CuPy, a band of rows at a time (the Dask engine's bids: O(free rows) per round)."""
+        terms = cupy.empty((rows.shape[0], 5))
+        free = state.col_match < 0
+        step = max(1, ROW_TERMS_BAND_ENTRIES // max(state.n_cols, 1))
+        for a in range(0, rows.shape[0], step):
+            reduced = state.cost[rows[a : a + step]].astype(np.float64) - state.v
+            band = cupy.arange(reduced.shape[0])
+            out = terms[a : a + reduced.shape[0]]
+            j1 = reduced.argmin(axis=1)
+            out[:, 0] = reduced[band, j1]
+            out[:, 1] = cupy.where(out[:, 0] < np.inf, j1, -1)
+            on_free = cupy.where(free, reduced, np.inf)
+            jf = on_free.argmin(axis=1)
+            out[:, 3] = on_free[band, jf]
+            out[:, 4] = cupy.where(out[:, 3] < np.inf, jf, -1)
+            reduced[band, j1] = np.inf
+            out[:, 2] = reduced.min(axis=1)
+        return terms
+
     def jv_initialisation(self, state):
         n_rows, n_cols = state.n_rows, state.n_cols
         state.row_min_ready = False
         if n_rows == n_cols:
-            argmin = self._column_minimum(state, state.zeros_rows)
+            argmin = self.column_minima(state)
             if not _finite(state.v):
                 return False  # a column of forbidden entries only
             count = cupy.zeros(n_rows, dtype=np.int32)
@@ -316,7 +340,7 @@ class GPUBackend(Backend):
                 (gk.blocks(n_rows),), (gk.BLOCK,), (np.int32(n_rows), count, state.row_match, transfer, state.v)
             )
         self._augmenting_row_reduction(state)
-        self._row_minimum(state, state.v)
+        self.row_duals(state)
         return _finite(state.u)
 
     def _augmenting_row_reduction(self, state: GPUState) -> None:

@@ -370,7 +370,7 @@ class SocketComm(HostComm):
         buffer holding its 8-byte length, then its bytes."""
         import selectors
 
-        payload = memoryview(x).cast("B")
+        payload = memoryview(x.reshape(-1).view(np.uint8))  # (a zero-size array cannot be cast)
         frame = memoryview(np.int64(payload.nbytes).tobytes() + payload.tobytes())
         to_send = {r: frame for r in self._peers}
         buffers = {r: bytearray(8 + payload.nbytes) for r in self._peers}

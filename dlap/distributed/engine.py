@@ -52,6 +52,7 @@ class RankSpec:
     comm: tuple  # ("nccl", unique_id) or ("rpc", worker addresses in rank order)
     progress_topic: str = ""
     abort_event: str | None = None
+    init: str = "jv"  # "jv" or "reduction" (dlap.hungarian.phases.initialise)
 
     @property
     def lo(self) -> int:
@@ -84,15 +85,15 @@ class DistributedSolver:
         self.slab = local.allocate(Problem(matrix=slab, transposed=False, maximize=False, original=slab))
         self.g = local.allocate_graph(spec.shape, slab.dtype, tol)
         self.backend = DistributedBackend(local, self.slab, comm, spec.method, spec.bounds, spec.rank, self.xp)
-        self.stats = Stats(device=local.device, method=spec.method, init="reduction")
+        self.stats = Stats(device=local.device, method=spec.method, init=spec.init)
         self.phase = PhaseTimer(self.stats, self.backend, self.g)
         self.report = Progress(report, spec.shape[0], PROGRESS_INTERVAL)
 
     def solve(self) -> None:
-        """The paper's initial reduction and the variant's iterations to optimality (the tree
-        searches from every free row at once: each of its waves costs two collectives)."""
+        """The initialisation (JV's or the paper's initial reduction) and the variant's
+        iterations to optimality (the tree searches from every free row at once)."""
         backend, g, stats = self.backend, self.g, self.stats
-        initialise(backend, g, "reduction", stats, self.phase)
+        initialise(backend, g, self.spec.init, stats, self.phase)
         if self.spec.method == "classical":
             run_classical(backend, g, stats, self.phase, self.report)
         else:
@@ -115,16 +116,16 @@ class DistributedSolver:
         rows = slice(spec.lo, spec.hi) if spec.method == "classical" else slice(0, n_rows)
         cols = slice(0, n_cols) if spec.method == "classical" else slice(spec.lo, spec.hi)
         r0, c0 = rows.start, cols.start
-        c = self.slab.cost
+        s = self.slab
+        c = s.cost
         v_bounded = xp.minimum(g.v, 0.0) if rectangular else g.v
+        # the slab's row minima of c - v (the local kernel): the repaired row duals, and the
+        # worst dual violation min_j (c - v - u) = min_j (c - v) - u (rounding is monotone)
+        s.v[:] = v_bounded[cols]
+        self.backend.local.row_duals(s)
         u_repaired = xp.full(n_rows, np.inf)
-        violation = 0.0
-        step = max(1, (1 << 22) // max(c.shape[1], 1))
-        for a in range(0, c.shape[0], step):
-            reduced = c[a : a + step].astype(np.float64) - v_bounded[None, cols]
-            u_repaired[r0 + a : r0 + a + reduced.shape[0]] = reduced.min(axis=1)
-            reduced -= g.u[r0 + a : r0 + a + reduced.shape[0], None]
-            violation = max(violation, float(-reduced.min()))
+        u_repaired[rows] = s.u
+        violation = float((g.u[rows] - s.u).max()) if s.u.shape[0] else 0.0
         match = g.row_match[rows]
         local = xp.flatnonzero((match >= cols.start) & (match < cols.stop))
         picked = c[local, match[local] - c0]
@@ -205,6 +206,17 @@ class Watchdog:
             except Exception:
                 pass
         self.comm.abort()
+
+    def told(self) -> bool:
+        """Whether this rank has been told to abort, asking the scheduler if the watchdog has
+        not heard yet (a peer that heard first closes its sockets, and this rank may read
+        that before its own watchdog wakes)."""
+        if self.fired.is_set() or self.event is None:
+            return self.fired.is_set()
+        try:
+            return self.event.is_set()
+        except Exception:
+            return False
 
     def stop(self) -> None:
         self._done.set()
@@ -294,7 +306,9 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
         with _host_threads(slab, worker) as threads:
             solver.stats.threads = threads or 0
             solver.solve()
+            certified = time.perf_counter()
             certificate = solver.certificate_terms()
+            solver.stats.phase_seconds["certificate"] = time.perf_counter() - certified
         seconds = time.perf_counter() - started
         if spec.rank != 0:
             return {"rank": spec.rank, "seconds": seconds, "communication": comm.seconds}
@@ -307,6 +321,11 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
             stats=solver.stats.as_dict(), certificate=certificate,
         )
     except CommAborted:
+        raise
+    except ConnectionError as error:
+        if watchdog.told():  # a peer closed its sockets because the solve was aborted
+            raise CommAborted("dlap: the solve was aborted") from error
+        watchdog.signal()
         raise
     except BaseException:
         watchdog.signal()

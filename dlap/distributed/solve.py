@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..api import DEVICES, _check_choice
+from ..api import DEVICES, INITS, _check_choice
 from ..api import MSG_NO_GPU as NO_GPU
 from ..certificate import refused
 from ..result import Assignment, Certificate, Stats, caller_duals
@@ -69,6 +69,7 @@ class DistributedAssignment(Assignment):
 def solve(
     cost, client=None, *, method: str = "classical", maximize: bool = False, n_workers: int | None = None,
     scheduler: str | None = None, protocol: str = "tcp", progress=None, workers=None, device: str = "auto",
+    init: str = "auto",
 ) -> DistributedAssignment:
     """Solve the LAP held in a dask array, Zarr array or Zarr store across a Dask cluster.
 
@@ -94,6 +95,11 @@ def solve(
         ``"auto"``: the GPUs where every rank's worker sees one, else the CPUs (a local cluster
         started here is a ``LocalCUDACluster`` where GPUs are visible). ``"cpu"``: NumPy slabs and
         the CPU kernels, whatever the workers see. ``"gpu"``: every rank's worker must see a GPU.
+    init : {"auto", "jv", "reduction"}
+        As in :func:`dlap.solve`: Jonker-Volgenant initialisation (its augmenting row reduction
+        as rounds of bids over the ranks) or the paper's initial reduction. ``"auto"``: ``"jv"``
+        on CPU ranks; ``"reduction"`` on GPU ranks, where the JV initialisation across GPUs has
+        not been timed yet.
 
     Returns a :class:`DistributedAssignment` whose ``verify()`` is the ranks' certificate.
 
@@ -104,15 +110,16 @@ def solve(
     """
     _check_choice("method", method, METHODS)
     _check_choice("device", device, DEVICES)
+    _check_choice("init", init, INITS)
     if device == "gpu" and client is None and scheduler is None and gpus_visible() == 0:
         raise RuntimeError(NO_GPU)
     source = as_source(cost)
     local_gpu = None if device == "auto" else device == "gpu"
     with connected(client, scheduler, n_workers, protocol, gpu=local_gpu) as client:
-        return _solve_on(client, source, method, bool(maximize), n_workers, workers, progress, device)
+        return _solve_on(client, source, method, bool(maximize), n_workers, workers, progress, device, init)
 
 
-def _solve_on(client, source, method, maximize, n_workers, workers, progress, device) -> DistributedAssignment:
+def _solve_on(client, source, method, maximize, n_workers, workers, progress, device, init) -> DistributedAssignment:
     from distributed import Event, MultiLock
 
     started = time.perf_counter()
@@ -158,8 +165,8 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         integer = source.dtype.kind in "biu"
         specs = [
             RankSpec(solve_id=solve_id, rank=r, size=n_ranks, method=method, shape=shape, bounds=bounds,
-                     integer=integer, comm=comm,
-                     progress_topic=topic, abort_event=abort_name)
+                     integer=integer, comm=comm, progress_topic=topic, abort_event=abort_name,
+                     init=("reduction" if gpu else "jv") if init == "auto" else init)
             for r in range(n_ranks)
         ]
         running = futures = [
@@ -249,11 +256,20 @@ def _stop_ranks(client, futures, workers, abort, failure=None) -> None:
     failure = _worker_lost(client, workers) or failure  # a worker that died meanwhile is the cause
     if failure is not None and not isinstance(failure, WorkerLostError):  # the first real cause
         causes = [f.exception() for f in futures if f.status == "error"]
-        failure = next((e for e in causes if not isinstance(e, CommAborted)), failure)
+        failure = min([failure, *causes], key=_echo_level)
     client.cancel(futures, force=True)
     abort.clear()  # the scheduler forgets an unset event once no watchdog waits on it
     if failure is not None:
         raise failure
+
+
+def _echo_level(error: BaseException) -> int:
+    """How likely ``error`` is only an echo of the abort: 0 for a real cause (a rank's own error,
+    a cancelled task), 1 for a connection a peer closed as it stopped (an aborted rank closes its
+    sockets, and a rank whose watchdog has not fired yet reads that as a reset), 2 for
+    :class:`CommAborted`. The stable minimum over the client's cause and the ranks' errors is the
+    cause to report."""
+    return 2 if isinstance(error, CommAborted) else 1 if isinstance(error, ConnectionError) else 0
 
 
 def _alive(client, futures, workers) -> list:

@@ -219,9 +219,19 @@ def _backend(device: str):
 
 
 def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress):
+    state = backend.allocate(problem)
+    run_method(backend, problem, state, stats, method, init, roots, progress)
+    if problem.on_device:
+        return backend.to_device(state)
+    return backend.to_host(state)
+
+
+def run_method(backend, problem: Problem, state, stats: Stats, method, init, roots, progress) -> None:
+    """An exact ``method`` to optimality on ``state`` (allocated for ``problem`` by ``backend``):
+    what :func:`solve` runs, and what a Dask solve runs on the one rank it chose
+    (:mod:`dlap.distributed.solve`, ``method="auto"``)."""
     from .hungarian import solve_auto, solve_classical, solve_hybrid, solve_scaling, solve_tree
 
-    state = backend.allocate(problem)
     init = "jv" if init == "auto" else init
     gpu = backend.device == "gpu"
     if roots == "auto" and gpu:
@@ -238,9 +248,6 @@ def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress)
             solve_hybrid(backend, state, stats, init=init, progress=callback)
         else:
             solve_tree(backend, state, stats, init=init, roots=roots, progress=callback)
-    if problem.on_device:
-        return backend.to_device(state)
-    return backend.to_host(state)
 
 
 def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **options):

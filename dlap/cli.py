@@ -132,9 +132,9 @@ def _solve_distributed(args) -> int:
         from . import distributed as dd
     except ImportError:
         raise ImportError("--scheduler/--workers need the Dask engine: pip install 'dlap[distributed]'") from None
-    method = "classical" if args.method == "auto" else args.method
+    method = args.method
     if method not in dd.METHODS:
-        raise ValueError(f"the Dask engine runs --method {' or '.join(dd.METHODS)}, not {args.method!r}")
+        raise ValueError(f"the Dask engine runs --method {', '.join(dd.METHODS)}, not {args.method!r}")
     maximize = args.maximize
     if args.input and Path(args.input).suffix == ".zarr":
         cost, label = args.input, args.input

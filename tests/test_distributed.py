@@ -13,11 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
+import dlap.generate  # noqa: E402
 from dlap.generate import uniform_block, uniform_dask  # noqa: E402
 
 from .helpers import (  # noqa: E402
@@ -25,7 +27,7 @@ from .helpers import (  # noqa: E402
 )
 from .test_properties import STRATEGIES  # noqa: E402
 
-METHODS = ["classical", "tree"]
+METHODS = ["classical", "hybrid", "tree"]
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +111,39 @@ def test_ranks_decide_what_one_rank_decides(client, method, kind):
     assert_scipy_objective(reduction, cost, picked, False)
     if kind != "rectangular":  # JV's column reduction and bids run on square matrices
         assert first.stats.initial_assignments > reduction.stats.initial_assignments
+
+
+@pytest.mark.parametrize("family", ["uniform", "geometric", "machol-wien"])
+@pytest.mark.parametrize("shape", [(300, 300), (200, 260), (260, 200)])
+def test_auto_solves_on_one_rank_what_dlap_solve_solves(client, family, shape):
+    """method="auto" (the default) with a matrix that fits a worker: one rank runs exactly what
+    dlap.solve(method="auto") runs (ε-scaling on structured costs), and stats say so."""
+    cost = np.ascontiguousarray(dlap.generate.family(family, max(shape), 10.0)[: shape[0], : shape[1]])
+    alone = dlap.solve(cost, device="cpu")
+    for maximize in (False, True):
+        result = dd.solve(da.from_array(cost, chunks=(100, 100)), client, maximize=maximize)
+        assert result.stats.phase_counts["ranks"] == 1 and result.stats.phase_counts["ranks_offered"] == 3
+        assert result.verify().optimal and result.verify(cost).optimal
+        mine = alone if not maximize else dlap.solve(cost, maximize=True, device="cpu")
+        assert result.stats.method == f"distributed-{mine.stats.method}"  # the same run: the same answer
+        np.testing.assert_array_equal(result.col_ind, mine.col_ind)
+        assert result.objective == pytest.approx(mine.objective, rel=1e-12)
+
+
+def test_auto_splits_a_matrix_that_fits_no_worker():
+    """Workers with 20 MB each (memory management off, so they live): a 36 MB int32 matrix is
+    split over both, with the variant dlap.solve picks for its cost range."""
+    config = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
+    with dask.config.set(config), distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, memory_limit="20MB", dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:
+        for high, variant in ((10 * 3000, "tree"), (300, "classical")):
+            arr = uniform_dask(3000, high / 3000, chunks=(1500, 3000))
+            result = dd.solve(arr, c)
+            assert result.stats.method == f"distributed-{variant}" and result.stats.phase_counts["ranks"] == 2
+            assert result.verify().optimal
+            small = dd.solve(da.from_array(np.ones((50, 50), dtype=np.int32)), c)
+            assert small.stats.phase_counts["ranks"] == 1 and small.objective == 50
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -230,7 +265,7 @@ def test_errors(client):
     with pytest.raises(TypeError, match="Cannot cast"):
         dd.solve(da.from_array(np.zeros((2, 2), dtype=complex)), client)
     with pytest.raises(ValueError, match="method must be one of"):
-        dd.solve(da.zeros((2, 2)), client, method="hybrid")
+        dd.solve(da.zeros((2, 2)), client, method="scaling")
     empty = dd.solve(da.zeros((0, 3)), client)
     assert empty.row_ind.shape == (0,) and empty.row_ind.dtype == np.int64
 

@@ -199,10 +199,10 @@ def test_solving_right_after_a_persisted_copy(client):
         d = da.from_array(np.random.default_rng(i).integers(0, 2000, (200, 200)), chunks=(67, 200))
 
         def persisted_copy(d=d):
-            return dd.solve(d.persist(), client)
+            return dd.solve(d.persist(), client, method="classical")
 
-        assert persisted_copy().objective == dd.solve(d, client).objective
-        assert dd.solve(d, client, maximize=True).verify().optimal
+        assert persisted_copy().objective == dd.solve(d, client, method="classical").objective
+        assert dd.solve(d, client, method="classical", maximize=True).verify().optimal
 
 
 def test_an_unpersisted_array_is_not_read_from_another_collections_chunks(client):
@@ -211,9 +211,9 @@ def test_an_unpersisted_array_is_not_read_from_another_collections_chunks(client
     d = da.from_array(np.random.default_rng(1).integers(0, 2000, (200, 200)), chunks=(67, 200))
     held = d.persist()
     distributed.wait(held)
-    result = dd.solve(d, client)
+    result = dd.solve(d, client, method="classical")
     assert "placement_moved_bytes" not in result.stats.phase_counts
-    assert "placement_moved_bytes" in dd.solve(held, client).stats.phase_counts  # read where it lives
+    assert "placement_moved_bytes" in dd.solve(held, client, method="classical").stats.phase_counts  # read where it lives
     assert result.objective == dlap.solve(d.compute()).objective
 
 

@@ -5,7 +5,8 @@
 For each n: ``dlap.solve`` in this process (``method="auto"``, median of 3), then
 ``dlap.distributed.solve`` of the same matrix generated on the workers (``uniform_dask``, one
 chunk per rank) with each method, median of 3 after a first solve: wall time, the ranks' solve
-(``stats.phase_seconds["rank_solve"]``), the time inside collectives and their number.
+(``stats.phase_seconds["rank_solve"]``, the certificate included), the time inside collectives
+and their number, the ranks used (``auto`` solves on one where the matrix fits a worker).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ def main() -> None:
     import dlap.distributed as dd
     from dlap.generate import uniform_counter, uniform_dask
 
-    print("| n | f | one process (auto) | method | cluster wall | ranks' solve | in collectives | collectives | ranks' solve / one process |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| n | f | one process (auto) | method | ranks | cluster wall | ranks' solve | in collectives | collectives | ranks' solve / one process |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         for n in args.n:
@@ -38,13 +39,13 @@ def main() -> None:
             alone = statistics.median(_timed(lambda: dlap.solve(cost, device="cpu"))[0] for _ in range(args.repeat))
             array = uniform_dask(n, args.f, chunks=(n // 2, n)).persist()
             distributed.wait(array)
-            for method in ("classical", "tree"):
+            for method in ("auto", "classical", "hybrid", "tree"):
                 dd.solve(array, client, method=method)
                 runs = [_timed(lambda: dd.solve(array, client, method=method)) for _ in range(args.repeat)]
                 wall = statistics.median(seconds for seconds, _ in runs)
                 stats = sorted((r.stats for _, r in runs), key=lambda s: s.phase_seconds["rank_solve"])[len(runs) // 2]
                 solve = stats.phase_seconds["rank_solve"]
-                print(f"| {n} | {args.f:g} | {alone:.3f} | {method} | {wall:.3f} | {solve:.3f} | "
+                print(f"| {n} | {args.f:g} | {alone:.3f} | {stats.method} | {stats.phase_counts['ranks']} | {wall:.3f} | {solve:.3f} | "
                       f"{stats.phase_seconds.get('communication', 0.0):.3f} | {stats.phase_counts.get('communication')} | "
                       f"{solve / alone:.1f} |", flush=True)
             del array

@@ -1,6 +1,6 @@
 """The Dask engine: exact LAP solves over the workers of a Dask cluster (Date & Nagi 2016, section 5).
 
-``solve(cost, client=None, method="classical"|"tree")`` takes a dask array, a Zarr array or a
+``solve(cost, client=None, method="auto"|"classical"|"tree")`` takes a dask array, a Zarr array or a
 Zarr path; see :mod:`dlap.distributed.solve` (API), :mod:`~dlap.distributed.data` (placement),
 :mod:`~dlap.distributed.engine` (the SPMD solve on each rank), :mod:`~dlap.distributed.comm`
 (NCCL and Dask-RPC collectives), :mod:`~dlap.distributed.cluster` and

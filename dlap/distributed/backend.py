@@ -9,7 +9,8 @@ and combines the ranks' parts with one collective (Date & Nagi 2016, section 5):
 - rows split (classical variant, step 4a): the initial reduction's row minima are gathered and its
   column minima reduced; the zero-slack edges of each rank's rows are compressed and gathered into
   the global CSR (section 3.3); the dual update's stage 1 (Algorithm 7) runs over each rank's
-  forest rows and theta is all-reduced;
+  forest rows and theta is all-reduced (the hybrid runs the same phases on column slabs: each
+  row's edges merged from every rank, theta over every forest row and each rank's columns);
 - columns split (tree variant, step 4b): row minima reduced, column minima gathered; the forward
   pass (Algorithm 4 with Algorithm 9 folded in) scans the frontier rows over each rank's columns,
   one all-gather of (minimum slack, tight count) gives the dual level and one all-gather of the
@@ -31,7 +32,9 @@ from ..backends.base import ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, bidding_loop, inst
 from .comm import _host
 
 #: the axis of the (solved, rows <= cols) matrix each variant splits over the ranks
-SPLIT_AXIS = {"classical": 0, "tree": 1}
+#: (the hybrid runs the classical variant on column slabs, then the tree; "auto" runs on one rank,
+#: whose slab is the whole matrix: dlap.distributed.solve)
+SPLIT_AXIS = {"auto": 1, "classical": 0, "hybrid": 1, "tree": 1}
 #: a tree wave's exchange carries this many of each rank's candidate columns in its one
 #: all-gather; a wave with more sends the rest in a second
 WAVE_CAPACITY = 256
@@ -230,15 +233,25 @@ class DistributedBackend:
         rows = self.xp.flatnonzero(root >= 0)
         install_assignment(state, rows, root[rows])
 
-    # ------------------------------------------------------------------ classical, rows split
+    # ------------------------------------------------------------------ classical (either split)
 
     def compress(self, state) -> int:
-        """Section 3.3 on each rank's rows, then the all-gathered global CSR (step 4a)."""
+        """Section 3.3 on each rank's slab, then the global CSR on every rank (step 4a): with
+        rows split, the ranks' CSRs one after the other; with columns split (the hybrid), each
+        row's edges from every rank, in rank order, so in column order as on one device."""
         s, xp = self.slab, self.xp
         self._load_duals(state)
         nnz = self.local.compress(s)
-        counts = self.comm.allgatherv(s.row_ptr[1:] - s.row_ptr[:-1])
-        state.col_idx = self.comm.allgatherv(s.col_idx[:nnz])
+        counts = s.row_ptr[1:] - s.row_ptr[:-1]
+        cols = s.col_idx[:nnz].astype(np.int64) + (self.lo if self.split == 1 else 0)
+        state.col_idx = self.comm.allgatherv(cols)
+        if self.split == 0:
+            counts = self.comm.allgatherv(counts)
+        else:
+            per_rank = self.comm.allgather(counts)  # (ranks, rows)
+            rows = xp.repeat(xp.tile(xp.arange(state.n_rows), self.comm.size), per_rank.ravel())
+            state.col_idx = state.col_idx[xp.argsort(rows, kind="stable")]
+            counts = per_rank.sum(axis=0)
         state.row_ptr = xp.zeros(state.n_rows + 1, dtype=np.int64)
         xp.cumsum(counts, out=state.row_ptr[1:])
         self.tallies["zero_slack_edges"] = int(state.col_idx.shape[0])
@@ -248,16 +261,21 @@ class DistributedBackend:
         return self.local.classical_forward_pass(state)
 
     def classical_theta(self, state) -> float:
-        """Algorithm 7 over this rank's forest rows, all-reduced to the global minimum."""
+        """Algorithm 7 over the forest rows of this rank's slab (its own rows, or every forest
+        row over its columns), all-reduced to the global minimum."""
         s = self.slab
         forest = state.rows_q[: state.n_forest_rows]
-        mine = forest[(forest >= self.lo) & (forest < self.hi)] - self.lo
+        if self.split == 0:
+            mine = forest[(forest >= self.lo) & (forest < self.hi)] - self.lo
+            seen = state.col_seen
+        else:
+            mine, seen = forest, state.col_seen[self.lo : self.hi]
         theta = np.inf
         if mine.shape[0]:
             self._load_duals(state)
             s.rows_q[: mine.shape[0]] = mine
             s.n_forest_rows = int(mine.shape[0])
-            s.col_seen[:] = state.col_seen
+            s.col_seen[:] = seen
             theta = self.local.classical_theta(s)
         return float(_host(self.comm.allreduce(self.xp.asarray([theta]), "min"))[0])
 

@@ -73,11 +73,17 @@ def source_offset(client, source: Source, maximize: bool) -> int:
     workers (one pass over the matrix; no other dtype can leave the range)."""
     if source.dtype.kind not in "iu" or source.dtype.itemsize < 8:
         return 0
+    lo, hi = source_range(client, source)
+    return offset_for_range(int(lo), int(hi), maximize)
+
+
+def source_range(client, source: Source) -> tuple:
+    """The matrix's smallest and largest entries, computed on the workers (one pass)."""
     import dask.array as da
 
     array = da.from_zarr(source.array) if source.is_zarr else source.array
     lo, hi = client.compute([array.min(), array.max()], sync=True)
-    return offset_for_range(int(lo), int(hi), maximize)
+    return lo, hi
 
 
 def slab_bounds(source: Source, axis: int, n_ranks: int) -> tuple[int, ...]:

@@ -28,6 +28,7 @@ import numpy as np
 from ..backends.base import FLOAT_TOL_SCALE
 from ..certificate import exact_sum
 from ..hungarian.classical import run_classical
+from ..hungarian.hybrid import run_hybrid
 from ..hungarian.phases import PhaseTimer, Progress, initialise
 from ..hungarian.tree import run_tree
 from ..problem import Problem, check_entries, is_device_array, shifted
@@ -88,14 +89,21 @@ class DistributedSolver:
         self.stats = Stats(device=local.device, method=spec.method, init=spec.init)
         self.phase = PhaseTimer(self.stats, self.backend, self.g)
         self.report = Progress(report, spec.shape[0], PROGRESS_INTERVAL)
+        self.callback = report
 
     def solve(self) -> None:
         """The initialisation (JV's or the paper's initial reduction) and the variant's
-        iterations to optimality (the tree searches from every free row at once)."""
+        iterations to optimality (the tree searches from every free row at once); with
+        ``method="auto"`` (one rank), :meth:`solve_alone`."""
+        if self.spec.method == "auto":
+            self.solve_alone()
+            return
         backend, g, stats = self.backend, self.g, self.stats
         initialise(backend, g, self.spec.init, stats, self.phase)
         if self.spec.method == "classical":
             run_classical(backend, g, stats, self.phase, self.report)
+        elif self.spec.method == "hybrid":
+            run_hybrid(backend, g, stats, self.phase, self.report)
         else:
             run_tree(backend, g, stats, self.phase, self.report, roots="all")
         self.report(0, final=True)
@@ -105,6 +113,21 @@ class DistributedSolver:
         stats.phase_seconds["communication"] = self.comm.seconds
         stats.phase_counts["communication"] = self.comm.calls
 
+    def solve_alone(self) -> None:
+        """The one-rank solve of ``method="auto"``: the slab is the whole matrix, and the local
+        backend runs on it exactly what ``dlap.solve(method="auto")`` runs (JV initialisation,
+        the device's variant, ε-scaling where the searches show structured costs); the answer
+        is then copied into the replica, which the certificate reads."""
+        from ..api import run_method
+
+        s, g = self.slab, self.g
+        problem = Problem(matrix=s.cost, transposed=False, maximize=False, original=s.cost)
+        run_method(self.backend.local, problem, s, self.stats, "auto", "auto", "auto", self.callback)
+        for name in ("u", "v", "row_match", "col_match"):
+            getattr(g, name)[:] = getattr(s, name)
+        self.stats.phase_seconds["communication"] = 0.0
+        self.stats.phase_counts["communication"] = 0
+
     # ------------------------------------------------------------------ certificate
 
     def certificate_terms(self) -> dict:
@@ -113,8 +136,9 @@ class DistributedSolver:
         xp, g, spec = self.xp, self.g, self.spec
         n_rows, n_cols = spec.shape
         rectangular = n_rows < n_cols
-        rows = slice(spec.lo, spec.hi) if spec.method == "classical" else slice(0, n_rows)
-        cols = slice(0, n_cols) if spec.method == "classical" else slice(spec.lo, spec.hi)
+        rows_split = self.backend.split == 0
+        rows = slice(spec.lo, spec.hi) if rows_split else slice(0, n_rows)
+        cols = slice(0, n_cols) if rows_split else slice(spec.lo, spec.hi)
         r0, c0 = rows.start, cols.start
         s = self.slab
         c = s.cost

@@ -13,10 +13,11 @@ import numpy as np
 from ..api import DEVICES, INITS, _check_choice
 from ..api import MSG_NO_GPU as NO_GPU
 from ..certificate import refused
+from ..problem import working_dtype
 from ..result import Assignment, Certificate, Stats, caller_duals
 from . import registry
 from .cluster import connected, gpus_visible, worker_addresses
-from .data import as_source, place_slabs, plan_ranks, slab_bounds, source_offset
+from .data import as_source, place_slabs, plan_ranks, slab_bounds, source_offset, source_range
 from .comm import CommAborted, register_rpc_handler
 from .backend import SPLIT_AXIS
 from .engine import RankSpec, run_rank
@@ -31,6 +32,10 @@ LOST_GRACE = 5.0
 POLL = 0.25
 #: seconds between the client's looks at the ranks' futures (local state)
 TICK = 0.005
+#: method="auto" solves on one rank where the matrix takes at most this share of a worker's
+#: memory (its GPU's on a GPU worker): the single-device pipeline there needs the matrix, a
+#: converted copy while the slab is prepared, and O(n) state
+ONE_RANK_MEMORY_SHARE = 0.4
 
 
 class WorkerLostError(RuntimeError):
@@ -67,7 +72,7 @@ class DistributedAssignment(Assignment):
 
 
 def solve(
-    cost, client=None, *, method: str = "classical", maximize: bool = False, n_workers: int | None = None,
+    cost, client=None, *, method: str = "auto", maximize: bool = False, n_workers: int | None = None,
     scheduler: str | None = None, protocol: str = "tcp", progress=None, workers=None, device: str = "auto",
     init: str = "auto",
 ) -> DistributedAssignment:
@@ -82,9 +87,18 @@ def solve(
         Where to solve. Without one: ``scheduler``'s cluster if given, else a local cluster started
         for this call (``LocalCUDACluster`` with one worker per GPU, or a ``LocalCluster`` of
         ``n_workers`` processes where no GPU is visible) and closed after it.
-    method : {"classical", "tree"}
+    method : {"auto", "classical", "hybrid", "tree"}
         Date & Nagi's classical variant with rows split over the ranks, or the alternating tree
-        variant with columns split (section 5; see :mod:`dlap.distributed.engine`).
+        variant with columns split (section 5; see :mod:`dlap.distributed.engine`), or the
+        hybrid (:mod:`dlap.hungarian.hybrid`: classical, then tree) on column slabs. ``"auto"``:
+        where the matrix fits one worker (``ONE_RANK_MEMORY_SHARE`` of its memory, or of its
+        GPU's), the whole solve runs on one rank with exactly what ``dlap.solve(method="auto")``
+        runs there, ε-scaling included: more ranks have been slower than one in every
+        measurement so far (README, "Dask"). ``stats.phase_counts["ranks"]`` is then 1 and
+        ``["ranks_offered"]`` the workers it could have used. A larger matrix is split, with the
+        variant ``dlap.solve`` would pick on a CPU (classical for integer costs spanning at most
+        ``n_cols`` values, else tree); on GPUs classical, the variant measured across GPUs
+        (``dlap.solve`` picks the hybrid on one GPU; across GPUs it has not been timed yet).
     n_workers, workers : how many of the cluster's workers, or which (addresses), take part;
         default all. Each is one rank (one GPU on a dask-cuda cluster); rank 0 is the first of
         ``workers``. Without ``workers``, a persisted dask array's ranks go to the workers that
@@ -128,11 +142,14 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     shape = (n_cols, n_rows) if transposed else (n_rows, n_cols)
     keep_order = workers is not None
     candidates = list(workers) if keep_order else worker_addresses(client)
-    split = SPLIT_AXIS[method]
-    wanted = len(candidates) if keep_order or not n_workers else min(n_workers, len(candidates))
-    n_ranks = max(1, min(wanted, shape[split]))
+    offered = wanted = len(candidates) if keep_order or not n_workers else min(n_workers, len(candidates))
     if n_rows == 0 or n_cols == 0:
         return _empty(source.shape, method, maximize)
+    if method == "auto":
+        method = _auto_method(client, source, shape, candidates[:offered], device, maximize)
+        wanted = 1 if method == "auto" else wanted
+    split = SPLIT_AXIS[method]
+    n_ranks = max(1, min(wanted, shape[split]))
     axis = 1 - split if transposed else split
     bounds = slab_bounds(source, axis, n_ranks)
     plan = plan_ranks(client, source, axis, bounds, candidates, keep_order)
@@ -187,10 +204,41 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         registry.end(client, solve_id, state)  # and the scheduler releases the lock
     result = _assignment(results, integer, offset, method, maximize, transposed, time.perf_counter() - started,
                          n_ranks, gpu)
+    result.stats.phase_counts["ranks_offered"] = offered
     result.stats.phase_seconds["placement"] = placed - started
     if plan.moved_bytes is not None:
         result.stats.phase_counts["placement_moved_bytes"] = plan.moved_bytes
     return result
+
+
+def _auto_method(client, source, shape, candidates, device, maximize) -> str:
+    """``method="auto"``: "auto" (one rank) where the matrix fits a worker, else the variant."""
+    seen = client.run(_worker_capacity, workers=candidates)
+    gpu = device == "gpu" or (device == "auto" and all(g for g, _ in seen.values()))
+    capacity = min(gpu_bytes if gpu else host_bytes for _, (gpu_bytes, host_bytes) in seen.values())
+    matrix_bytes = shape[0] * shape[1] * working_dtype(source.dtype, maximize).itemsize
+    if matrix_bytes <= ONE_RANK_MEMORY_SHARE * capacity:
+        return "auto"
+    if gpu or source.dtype.kind not in "biu":
+        return "classical" if gpu else "tree"
+    lo, hi = source_range(client, source)
+    return "classical" if int(hi) - int(lo) <= shape[1] else "tree"
+
+
+def _worker_capacity(dask_worker=None) -> tuple[bool, tuple[int, int]]:
+    """Whether this worker sees a GPU, and (its GPU's memory, its own memory limit or, without
+    one, the host's memory) in bytes."""
+    import psutil
+
+    from .cluster import gpus_visible
+
+    gpu_bytes = 0
+    if gpus_visible() > 0:
+        import cupy
+
+        gpu_bytes = int(cupy.cuda.runtime.memGetInfo()[1])
+    host_bytes = int(getattr(dask_worker.memory_manager, "memory_limit", 0) or psutil.virtual_memory().total)
+    return gpu_bytes > 0, (gpu_bytes, host_bytes)
 
 
 def _gpu_worker() -> bool:
@@ -294,7 +342,7 @@ def _assignment(results, integer, offset, method, maximize, transposed, seconds,
     """Rank 0's solution (solved form) mapped back to the caller's matrix, like dlap.solve."""
     root = results[0]
     stats = Stats(**root.stats)
-    stats.method = f"distributed-{method}"
+    stats.method = f"distributed-{stats.method if method == 'auto' else method}"
     stats.device = f"{n_ranks} x {'gpu' if gpu else 'cpu'}"
     stats.phase_seconds["rank_solve"] = root.stats["seconds"]
     stats.seconds = seconds

@@ -159,9 +159,23 @@ def caller_duals(u, v, *, integer: bool, offset: int, maximize: bool):
         xp = array_module(u)
         u = xp.rint(u).astype(np.int64) + xp.asarray(offset, dtype=np.int64)  # a scalar, or one per row of u
         v = xp.rint(v).astype(np.int64)
+        if u.shape == v.shape and u.size:  # square: u + t, v - t is as good a dual solution
+            t = _dual_shift(int(u.min()), int(u.max()), int(v.min()), int(v.max()))
+            u, v = u + t, v - t
     else:
         u, v = u.astype(np.float64), v.astype(np.float64)
     return sign * u, sign * v
+
+
+def _dual_shift(u_lo: int, u_hi: int, v_lo: int, v_hi: int, limit: int = 2**62) -> int:
+    """The shift t nearest 0 that brings integer duals ``u + t`` and ``v - t`` within ``±limit``
+    (the certificate's range), 0 where none does. The offset given back to the rows can take
+    them just past it: entries within 2**62 of 0, maximised, had a row dual of -(2**62 + 1)
+    (found by hypothesis), where ``t = 1`` fits every dual."""
+    low, high = max(-limit - u_lo, v_hi - limit), min(limit - u_hi, v_lo + limit)
+    if low > high:
+        return 0
+    return min(max(0, low), high)
 
 
 def row_minima(c, v):

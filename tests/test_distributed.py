@@ -2,8 +2,9 @@
 
 Every solve here runs over 2 to 4 worker processes that exchange their vectors over TCP sockets
 between them (the CPU Comm, connected through Dask's worker-to-worker RPC); the GPU tests
-(test_distributed_gpu.py) run the same engine over NCCL. On a host with a GPU these workers see
-it, and ``device="auto"`` sends the solve there (see the README's known issues).
+(test_distributed_gpu.py) run the same engine over NCCL. On a host with one GPU these workers all
+see it: ``device="auto"`` then keeps split solves on their CPUs (NCCL refuses two ranks on one
+GPU), and a one-rank solve goes to the GPU; the tests of ``method="auto"`` ask for the CPU.
 """
 
 import time
@@ -94,7 +95,7 @@ def test_ranks_decide_what_one_rank_decides(client, method, kind):
         "rectangular": uniform_block((0, 200), (0, 260), 260, 40, 5),
     }[kind]
     arr = da.from_array(cost, chunks=(80, 80))
-    results = [dd.solve(arr, client, method=method, n_workers=k) for k in (1, 2, 3)]
+    results = [dd.solve(arr, client, method=method, n_workers=k, device="cpu") for k in (1, 2, 3)]
     assert [r.stats.phase_counts["ranks"] for r in results] == [1, 2, 3]
     first = results[0]
     picked = reference(cost)[0]
@@ -102,11 +103,11 @@ def test_ranks_decide_what_one_rank_decides(client, method, kind):
     assert_scipy_objective(first, cost, picked, False)
     for other in results[1:]:
         assert other.stats.initial_assignments == first.stats.initial_assignments
-        assert other.stats.iterations == first.stats.iterations
+        assert other.stats.iterations == first.stats.iterations and other.objective == first.objective
         np.testing.assert_array_equal(other.col_ind, first.col_ind)
         np.testing.assert_array_equal(other.row_duals, first.row_duals)
         np.testing.assert_array_equal(other.col_duals, first.col_duals)
-    reduction = dd.solve(arr, client, method=method, init="reduction")
+    reduction = dd.solve(arr, client, method=method, init="reduction", device="cpu")
     assert reduction.stats.init == "reduction" and reduction.verify().optimal
     assert_scipy_objective(reduction, cost, picked, False)
     if kind != "rectangular":  # JV's column reduction and bids run on square matrices
@@ -121,28 +122,45 @@ def test_auto_solves_on_one_rank_what_dlap_solve_solves(client, family, shape):
     cost = np.ascontiguousarray(dlap.generate.family(family, max(shape), 10.0)[: shape[0], : shape[1]])
     alone = dlap.solve(cost, device="cpu")
     for maximize in (False, True):
-        result = dd.solve(da.from_array(cost, chunks=(100, 100)), client, maximize=maximize)
+        result = dd.solve(da.from_array(cost, chunks=(100, 100)), client, maximize=maximize, device="cpu")
         assert result.stats.phase_counts["ranks"] == 1 and result.stats.phase_counts["ranks_offered"] == 3
         assert result.verify().optimal and result.verify(cost).optimal
         mine = alone if not maximize else dlap.solve(cost, maximize=True, device="cpu")
         assert result.stats.method == f"distributed-{mine.stats.method}"  # the same run: the same answer
         np.testing.assert_array_equal(result.col_ind, mine.col_ind)
-        assert result.objective == pytest.approx(mine.objective, rel=1e-12)
+        assert result.objective == mine.objective  # float objectives summed correctly rounded, as dlap.solve
+
+
+def test_a_one_rank_solve_borrows_the_threads_of_the_workers_offered(client):
+    """The one rank of method="auto" runs on the threads of every offered worker of its host
+    (3 single-threaded workers here), as dlap.solve would on the host's cores; a split solve's
+    ranks keep one thread each."""
+    import numba
+
+    cost = uniform_block((0, 1100), (0, 1100), 1100, 11000, 2)  # above dlap.threads' serial size
+    cores = next(iter(client.run(lambda: numba.config.NUMBA_NUM_THREADS).values()))
+    arr = da.from_array(cost, chunks=(550, 1100))
+    alone = dd.solve(arr, client, device="cpu")
+    assert alone.stats.phase_counts["ranks"] == 1 and alone.stats.threads == min(3, cores)
+    assert dd.solve(arr, client, device="cpu", n_workers=2).stats.threads == min(2, cores)
+    assert dd.solve(arr, client, method="tree", device="cpu").stats.threads == 1
 
 
 def test_auto_splits_a_matrix_that_fits_no_worker():
-    """Workers with 20 MB each (memory management off, so they live): a 36 MB int32 matrix is
-    split over both, with the variant dlap.solve picks for its cost range."""
+    """Workers with 20 MB each (memory management off, so they live): 36 MB int32 and 72 MB float
+    matrices are split over both, with the variant dlap.solve picks for their costs."""
     config = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
     with dask.config.set(config), distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, memory_limit="20MB", dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as c:
-        for high, variant in ((10 * 3000, "tree"), (300, "classical")):
-            arr = uniform_dask(3000, high / 3000, chunks=(1500, 3000))
-            result = dd.solve(arr, c)
+        cases = [(uniform_dask(3000, 10.0, chunks=(1500, 3000)), "tree"),  # wide integer range
+                 (uniform_dask(3000, 0.1, chunks=(1500, 3000)), "classical"),  # at most n values
+                 (uniform_dask(3000, 10.0, chunks=(1500, 3000)) / 7.0, "tree")]  # floats
+        for arr, variant in cases:
+            result = dd.solve(arr, c, device="cpu")
             assert result.stats.method == f"distributed-{variant}" and result.stats.phase_counts["ranks"] == 2
             assert result.verify().optimal
-            small = dd.solve(da.from_array(np.ones((50, 50), dtype=np.int32)), c)
+            small = dd.solve(da.from_array(np.ones((50, 50), dtype=np.int32)), c, device="cpu")
             assert small.stats.phase_counts["ranks"] == 1 and small.objective == 50
 
 

@@ -184,6 +184,10 @@ def test_the_issues_integer_reproducers():
     cost = np.array([[-(2**62) + 8, -(2**62)]])
     result = dlap.solve(cost)
     assert result.col_ind.tolist() == [1] and result.objective == -(2**62) and result.verify().optimal
+    cost = np.array([[-(2**62) + 1, -(2**62) + 3], [-(2**62) + 3, -(2**62) + 1]])  # a row dual of -(2**62 + 1)
+    for options in (config.values[0] for config in CONFIGS):
+        result = dlap.solve(cost, maximize=True, device="cpu", **options)
+        assert result.objective == -(2**63) + 6 and result.verify().optimal, options
     cost = 2**52 + rng.integers(0, 1000, (50, 50))  # a sum beyond int64 if added in int64 ... 50 * 2**52
     result = dlap.solve(cost)
     assert result.objective == brute_force_big(cost) and result.verify().optimal

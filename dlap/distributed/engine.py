@@ -54,6 +54,7 @@ class RankSpec:
     progress_topic: str = ""
     abort_event: str | None = None
     init: str = "jv"  # "jv" or "reduction" (dlap.hungarian.phases.initialise)
+    threads: int | None = None  # a CPU rank's thread limit; None: its worker's threads
 
     @property
     def lo(self) -> int:
@@ -153,17 +154,16 @@ class DistributedSolver:
         match = g.row_match[rows]
         local = xp.flatnonzero((match >= cols.start) & (match < cols.stop))
         picked = c[local, match[local] - c0]
+        comm = self.comm
         if spec.integer:  # exact: two int64 sums of 31-bit parts, which no matrix size overflows
             wide = picked.astype(np.int64)
-            total = xp.stack([(wide >> 31).sum(), (wide & (2**31 - 1)).sum()])
-        else:
-            total = xp.reshape(picked.astype(np.float64).sum(), (1,))
+            parts = _host(comm.allreduce(xp.stack([(wide >> 31).sum(), (wide & (2**31 - 1)).sum()]), "sum"))
+            total = int(parts[0]) * 2**31 + int(parts[1])
+        else:  # every rank's picked entries, summed correctly rounded: dlap.solve's objective
+            total = exact_sum(comm.allgatherv(picked.astype(np.float64)))
         slackness = picked.astype(np.float64) - g.u[local + r0] - g.v[match[local]]
         slackness = float(xp.abs(slackness).max()) if slackness.shape[0] else 0.0
-        comm = self.comm
         u_repaired = comm.allreduce(u_repaired, "min")
-        total = _host(comm.allreduce(total, "sum"))
-        total = int(total[0]) * 2**31 + int(total[1]) if spec.integer else float(total[0])
         worst = _host(comm.allreduce(xp.asarray([max(violation, 0.0), slackness]), "max"))
         if rectangular:
             assigned = xp.zeros(n_cols, dtype=bool)
@@ -256,15 +256,16 @@ def _local_backend(slab):
     return CPUBackend()
 
 
-def _host_threads(slab, worker):
-    """A CPU rank's kernels run on its worker's threads (``threads_per_worker``, 1 in clusters
-    that :func:`~dlap.distributed.cluster.start_cluster` starts), not on every core of the host:
-    one rank per core must not start a thread team per rank. Small slabs run on one thread."""
+def _host_threads(slab, limit: int):
+    """A CPU rank's kernels run on ``limit`` threads: its worker's (``threads_per_worker``, 1 in
+    clusters that :func:`~dlap.distributed.cluster.start_cluster` starts), or on one rank, those of
+    the workers of its host it was offered too; not on every core of the host: one rank per core
+    must not start a thread team per rank. Small slabs run on one thread."""
     if is_device_array(slab):
         return contextlib.nullcontext()
     from ..threads import solve_threads
 
-    return solve_threads(slab.size, limit=worker.state.nthreads)
+    return solve_threads(slab.size, limit=limit)
 
 
 def _progress_events(worker, spec: RankSpec, live):
@@ -327,7 +328,7 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
         comm.allreduce(_array_module(slab).zeros(1), "sum")  # NCCL connects on its first collective
         started = time.perf_counter()
         solver = DistributedSolver(_local_backend(slab), slab, spec, comm, report)
-        with _host_threads(slab, worker) as threads:
+        with _host_threads(slab, spec.threads or worker.state.nthreads) as threads:
             solver.stats.threads = threads or 0
             solver.solve()
             certified = time.perf_counter()

@@ -97,8 +97,9 @@ def solve(
         measurement so far (README, "Dask"). ``stats.phase_counts["ranks"]`` is then 1 and
         ``["ranks_offered"]`` the workers it could have used. A larger matrix is split, with the
         variant ``dlap.solve`` would pick on a CPU (classical for integer costs spanning at most
-        ``n_cols`` values, else tree); on GPUs classical, the variant measured across GPUs
-        (``dlap.solve`` picks the hybrid on one GPU; across GPUs it has not been timed yet).
+        ``n_cols`` values, else tree); on GPUs classical for integer costs (timed at n = 200000)
+        and tree for floats, on which classical is about 20x slower (``dlap.solve`` picks the
+        hybrid on one GPU; across GPUs it has not been timed yet).
     n_workers, workers : how many of the cluster's workers, or which (addresses), take part;
         default all. Each is one rank (one GPU on a dask-cuda cluster); rank 0 is the first of
         ``workers``. Without ``workers``, a persisted dask array's ranks go to the workers that
@@ -154,13 +155,12 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     bounds = slab_bounds(source, axis, n_ranks)
     plan = plan_ranks(client, source, axis, bounds, candidates, keep_order)
     workers = plan.workers
-    seen = client.run(_gpu_worker, workers=workers)
-    if device == "gpu" and not all(seen.values()):
-        raise RuntimeError(f"device='gpu': these workers see no GPU: {', '.join(w for w, g in seen.items() if not g)}")
-    gpu = all(seen.values()) if device == "auto" else device == "gpu"
+    gpu = _ranks_on_gpus(client, workers, device)
+    lenders = [] if gpu or method != "auto" else _lenders(client, workers[0], candidates[:offered])
+    threads = sum(_nthreads(client, w) for w in workers + lenders) if lenders else None
     solve_id = uuid.uuid4().hex[:12]
     topic, abort_name = f"dlap-progress-{solve_id}", f"dlap-abort-{solve_id}"
-    lock = MultiLock(names=[f"dlap-worker-{w}" for w in workers], client=client)
+    lock = MultiLock(names=[f"dlap-worker-{w}" for w in workers + lenders], client=client)
     abort = Event(abort_name, client=client)
     # the scheduler releases the lock and aborts the ranks if this client dies (registry.py)
     registry.install(client)
@@ -183,7 +183,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         specs = [
             RankSpec(solve_id=solve_id, rank=r, size=n_ranks, method=method, shape=shape, bounds=bounds,
                      integer=integer, comm=comm, progress_topic=topic, abort_event=abort_name,
-                     init=("reduction" if gpu else "jv") if init == "auto" else init)
+                     init=("reduction" if gpu else "jv") if init == "auto" else init, threads=threads)
             for r in range(n_ranks)
         ]
         running = futures = [
@@ -219,10 +219,26 @@ def _auto_method(client, source, shape, candidates, device, maximize) -> str:
     matrix_bytes = shape[0] * shape[1] * working_dtype(source.dtype, maximize).itemsize
     if matrix_bytes <= ONE_RANK_MEMORY_SHARE * capacity:
         return "auto"
-    if gpu or source.dtype.kind not in "biu":
-        return "classical" if gpu else "tree"
+    if source.dtype.kind not in "biu":
+        return "tree"
+    if gpu:
+        return "classical"
     lo, hi = source_range(client, source)
     return "classical" if int(hi) - int(lo) <= shape[1] else "tree"
+
+
+def _lenders(client, worker, offered) -> list:
+    """The offered workers on ``worker``'s host that a one-rank CPU solve borrows the threads of
+    (they are locked for the solve like a rank's): a solve of the whole matrix on one rank of a
+    cluster of single-threaded workers would otherwise use one core of the host."""
+    from distributed.comm import get_address_host
+
+    host = get_address_host(worker)
+    return [w for w in offered if w != worker and get_address_host(w) == host]
+
+
+def _nthreads(client, worker) -> int:
+    return int(client.scheduler_info(n_workers=-1)["workers"][worker]["nthreads"])
 
 
 def _worker_capacity(dask_worker=None) -> tuple[bool, tuple[int, int]]:
@@ -241,10 +257,33 @@ def _worker_capacity(dask_worker=None) -> tuple[bool, tuple[int, int]]:
     return gpu_bytes > 0, (gpu_bytes, host_bytes)
 
 
-def _gpu_worker() -> bool:
+def _ranks_on_gpus(client, workers, device) -> bool:
+    """Whether the ranks' slabs go to their workers' GPUs: with ``device="auto"`` where every
+    worker sees one and no two share it (plain LocalCluster workers on a GPU host all see the
+    same GPU, and NCCL refuses two ranks on one device: they solve on their CPUs instead)."""
+    seen = client.run(_gpu_worker, workers=workers)
+    ids = [seen[w] for w in workers]
+    shared = len(set(ids)) < len(ids)
+    if device == "gpu":
+        if not all(ids):
+            raise RuntimeError(f"device='gpu': these workers see no GPU: {', '.join(w for w in workers if not seen[w])}")
+        if shared:
+            raise RuntimeError(
+                "device='gpu': several ranks' workers share one GPU, which NCCL refuses; start one "
+                "worker per GPU (dlap.distributed.start_cluster() or dask-cuda's LocalCUDACluster)")
+        return True
+    return device == "auto" and all(ids) and not shared
+
+
+def _gpu_worker() -> str | None:
+    """The PCI bus id of this worker's current GPU; None where it sees none."""
     from .cluster import gpus_visible
 
-    return gpus_visible() > 0
+    if gpus_visible() == 0:
+        return None
+    import cupy
+
+    return cupy.cuda.Device().pci_bus_id
 
 
 def _nccl_id():

@@ -60,7 +60,7 @@ def check(cost, client, method, maximize=False, chunks=None):
     return result
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", METHODS + ["auto"])
 @pytest.mark.parametrize("strategy", list(STRATEGIES), ids=list(STRATEGIES))
 def test_agrees_with_scipy(client, method, strategy):
     """Hypothesis: ties, huge ranges, int32, wide floats, float32, 9th-digit floats, +inf

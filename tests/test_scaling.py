@@ -18,7 +18,7 @@ import dlap
 from dlap import generate
 from dlap.backends.cpu import CPUBackend
 from dlap.hungarian.scaling import SCALING_FACTOR, epsilon_schedule, exact_phase
-from dlap.problem import prepare
+from dlap.problem import Problem, prepare
 from dlap.result import Stats
 
 from .helpers import assert_same_optimum, assert_valid
@@ -271,3 +271,29 @@ def test_a_rectangular_matrix_solved_again_starts_from_zero_prices(bids):
     cost = np.array([[0.0, -5.6295e5, 1.0, -5.6295e5], [-5.6295e5, -5.6295e5, 1.0, -5.6295e5]])
     result = assert_same_optimum(cost, True, method="scaling", device="cpu")
     assert result.objective == 1.0 and result.stats.phase_counts["scaling_imprecise"] == 1
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.tuples(st.integers(1, 12), st.integers(1, 12)),
+    values=st.sampled_from([st.integers(0, 3), st.floats(-1e6, 1e6, allow_nan=False)]),
+    data=st.data(),
+)
+def test_the_array_row_minima_terms_match_the_kernel(shape, values, data):
+    """The GPU backend's row terms (array operations, here on NumPy; the Dask engine's bids and
+    reduction transfer on GPU ranks) equal the CPU kernel's, ties (first column, a tied second),
+    forbidden entries, free columns and bands of one row included."""
+    from dlap.backends.base import row_minima_terms_banded
+
+    n, m = shape
+    cost = data.draw(arrays(np.float64, shape, elements=values))
+    cost[data.draw(arrays(np.bool_, shape))] = np.inf
+    v = data.draw(arrays(np.float64, m, elements=st.integers(-3, 3)))
+    col_match = data.draw(arrays(np.int64, m, elements=st.integers(-1, n - 1)))
+    rows = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=2 * n)), dtype=np.int64)
+    state = CPUBackend().allocate(Problem(matrix=cost, transposed=False, maximize=False, original=cost))
+    state.v[:] = v
+    state.col_match[:] = col_match
+    expected = CPUBackend().row_minima_terms(state, rows)
+    for band in (1, m, 10**6):
+        np.testing.assert_array_equal(row_minima_terms_banded(cost, v, col_match, rows, band), expected)

@@ -26,7 +26,9 @@ import numpy as np
 from ..hungarian.state import HungarianState
 from ..problem import Problem
 from . import gpu_kernels as gk
-from .base import ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, FLOAT_TOL_SCALE, Backend, install_assignment
+from .base import (
+    ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, FLOAT_TOL_SCALE, Backend, install_assignment, row_minima_terms_banded,
+)
 
 #: row_minima_terms: reduced costs of about this many entries at once (float64, three copies)
 ROW_TERMS_BAND_ENTRIES = 1 << 24
@@ -301,23 +303,7 @@ class GPUBackend(Backend):
 
     def row_minima_terms(self, state, rows):
         """In CuPy, a band of rows at a time (the Dask engine's bids: O(free rows) per round)."""
-        terms = cupy.empty((rows.shape[0], 5))
-        free = state.col_match < 0
-        step = max(1, ROW_TERMS_BAND_ENTRIES // max(state.n_cols, 1))
-        for a in range(0, rows.shape[0], step):
-            reduced = state.cost[rows[a : a + step]].astype(np.float64) - state.v
-            band = cupy.arange(reduced.shape[0])
-            out = terms[a : a + reduced.shape[0]]
-            j1 = reduced.argmin(axis=1)
-            out[:, 0] = reduced[band, j1]
-            out[:, 1] = cupy.where(out[:, 0] < np.inf, j1, -1)
-            on_free = cupy.where(free, reduced, np.inf)
-            jf = on_free.argmin(axis=1)
-            out[:, 3] = on_free[band, jf]
-            out[:, 4] = cupy.where(out[:, 3] < np.inf, jf, -1)
-            reduced[band, j1] = np.inf
-            out[:, 2] = reduced.min(axis=1)
-        return terms
+        return row_minima_terms_banded(state.cost, state.v, state.col_match, rows, ROW_TERMS_BAND_ENTRIES)
 
     def jv_initialisation(self, state):
         n_rows, n_cols = state.n_rows, state.n_cols

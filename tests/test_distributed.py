@@ -146,22 +146,55 @@ def test_a_one_rank_solve_borrows_the_threads_of_the_workers_offered(client):
     assert dd.solve(arr, client, method="tree", device="cpu").stats.threads == 1
 
 
-def test_auto_splits_a_matrix_that_fits_no_worker():
-    """Workers with 20 MB each (memory management off, so they live): 36 MB int32 and 72 MB float
-    matrices are split over both, with the variant dlap.solve picks for their costs."""
+@pytest.fixture
+def small_workers():
+    """Two workers with 20 MB each (memory management off, so they live): a matrix of more
+    than 8 MB fits neither. (Two: a third process on a 2-core machine makes every collective
+    wait for a descheduled rank, and the searches take one per step. Per test: a second client
+    kept alive would become the default client of the module's other tests.)"""
     config = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
     with dask.config.set(config), distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, memory_limit="20MB", dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as c:
-        cases = [(uniform_dask(3000, 10.0, chunks=(1500, 3000)), "tree"),  # wide integer range
-                 (uniform_dask(3000, 0.1, chunks=(1500, 3000)), "classical"),  # at most n values
-                 (uniform_dask(3000, 10.0, chunks=(1500, 3000)) / 7.0, "tree")]  # floats
-        for arr, variant in cases:
-            result = dd.solve(arr, c, device="cpu")
-            assert result.stats.method == f"distributed-{variant}" and result.stats.phase_counts["ranks"] == 2
-            assert result.verify().optimal
-            small = dd.solve(da.from_array(np.ones((50, 50), dtype=np.int32)), c, device="cpu")
-            assert small.stats.phase_counts["ranks"] == 1 and small.objective == 50
+        yield c
+
+
+def test_auto_splits_a_matrix_that_fits_no_worker(small_workers):
+    """36 MB int32 and 72 MB float matrices are split over the workers, with the variant
+    dlap.solve picks for their costs; a small one still goes to one rank."""
+    c = small_workers
+    cases = [(uniform_dask(3000, 10.0, chunks=(1500, 3000)), "tree"),  # wide integer range
+             (uniform_dask(3000, 0.1, chunks=(1500, 3000)), "classical"),  # at most n values
+             (uniform_dask(3000, 10.0, chunks=(1500, 3000)) / 7.0, "tree")]  # floats
+    for arr, variant in cases:
+        result = dd.solve(arr, c, device="cpu")
+        assert result.stats.method == f"distributed-{variant}" and result.stats.phase_counts["ranks"] == 2
+        assert result.verify().optimal
+    small = dd.solve(da.from_array(np.ones((50, 50), dtype=np.int32)), c, device="cpu")
+    assert small.stats.phase_counts["ranks"] == 1 and small.objective == 50
+
+
+@pytest.mark.parametrize("family", ["machol-wien", "geometric", "geometric-benefit"])
+def test_auto_hands_split_structured_costs_to_scaling(small_workers, family):
+    """Structured costs that fit no worker: the tree variant's searches stall, and the ranks hand
+    over to the ε-scaling engine over their column slabs, as dlap.solve does on one device: its
+    optimum, certified, and with the columns split evenly or not exactly the same decisions
+    (bids, searches, rows scanned, duals)."""
+    cost = dlap.generate.family(family, 1050, seed=3)
+    maximize = family in dlap.generate.MAXIMIZE
+    alone = dlap.solve(cost, maximize=maximize, device="cpu")
+    results = [dd.solve(da.from_array(cost, chunks=(1050, widths)), small_workers, maximize=maximize, device="cpu")
+               for widths in ((525, 525), (200, 850))]  # one chunk per rank: the slabs' bounds
+    for result in results:
+        assert result.stats.method == "distributed-scaling" == f"distributed-{alone.stats.method}"
+        assert result.stats.phase_counts["ranks"] == 2
+        assert result.objective == alone.objective and result.verify().optimal and result.verify(cost).optimal
+    even, uneven = results
+    for key in ("bids", "bidding_rounds", "rows_scanned"):
+        assert even.stats.phase_counts.get(key) == uneven.stats.phase_counts.get(key), key
+    assert even.stats.iterations == uneven.stats.iterations
+    np.testing.assert_array_equal(even.col_ind, uneven.col_ind)
+    np.testing.assert_array_equal(even.col_duals, uneven.col_duals)
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..hungarian.state import HungarianState
 from ..problem import Problem, array_module
+from ..result import row_minima
 
 #: Jonker & Volgenant's augmenting row reduction as rounds of bids (the GPU's and the Dask engine's):
 #: at most this many rounds, and stop once a round frees fewer than this fraction of the free rows
@@ -183,6 +184,15 @@ class Backend(ABC):
         assignment (:func:`install_assignment`). Returns the greedy assignment's total
         excess over the rows' minimum reduced costs (0: the prices already prove it optimal), or
         None when a row has no finite entry (infeasible)."""
+
+    def matched_costs(self, state: HungarianState):
+        """The assigned entries ``C[i, row_match[i]]`` in float64 (every row assigned)."""
+        xp = array_module(state.cost)
+        return state.cost[xp.arange(state.n_rows), state.row_match].astype(np.float64)
+
+    def reduced_row_minima(self, state: HungarianState, v):
+        """``min_j (C[i, j] - v[j])`` for every row, in float64, into a new array."""
+        return row_minima(state.cost, v)
 
     def empty_assignment(self, state: HungarianState) -> None:
         """ε-scaling, start of a phase: every row unassigned, and listed as free."""

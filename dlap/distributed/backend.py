@@ -30,6 +30,7 @@ import numpy as np
 
 from ..backends.base import ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, bidding_loop, install_assignment
 from .comm import _host
+from .scaling import DistributedScaling
 
 #: the axis of the (solved, rows <= cols) matrix each variant splits over the ranks
 #: (the hybrid runs the classical variant on column slabs, then the tree; "auto" runs on one rank,
@@ -40,8 +41,9 @@ SPLIT_AXIS = {"auto": 1, "classical": 0, "hybrid": 1, "tree": 1}
 WAVE_CAPACITY = 256
 
 
-class DistributedBackend:
-    """The primitives ``initialise``, ``run_classical`` and ``run_tree`` call, for one rank.
+class DistributedBackend(DistributedScaling):
+    """The primitives the drivers of :mod:`dlap.hungarian` call, for one rank (the ε-scaling
+    engine's are in :mod:`.scaling`).
 
     ``local`` is the device's backend (CPU or GPU), ``slab`` its state of this rank's slab
     (rows ``[lo, hi)`` for the classical variant, columns for the tree), ``comm`` the ranks'
@@ -55,7 +57,7 @@ class DistributedBackend:
         self.bounds, self.rank = bounds, rank
         self.lo, self.hi = bounds[rank], bounds[rank + 1]
         self.level = 0.0  # the dual level the last tree forward pass reached
-        self.tallies = {"dual_updates": 0, "rows_scanned": 0, "waves": 0, "zero_slack_edges": 0}
+        self.tallies = {"dual_updates": 0, "searches": 0, "rows_scanned": 0, "waves": 0, "zero_slack_edges": 0}
 
     # ------------------------------------------------------------------ shared
 
@@ -63,10 +65,11 @@ class DistributedBackend:
         self.local.synchronize(state)
 
     def counters(self, state) -> tuple[int, int]:
-        """The local counters of the replica's phases, plus the tree waves' dual updates and rows
-        scanned (counted once, not once per rank)."""
+        """The local counters of the replica's phases, plus the tree waves' dual updates (the
+        ε-scaling searches) and rows scanned, counted once, not once per rank."""
         first, second = self.local.counters(state)
-        return first + self.tallies["dual_updates"], second + self.tallies["rows_scanned"]
+        return (first + self.tallies["dual_updates"] + self.tallies["searches"],
+                second + self.tallies["rows_scanned"])
 
     def optimality_check(self, state) -> int:
         return self.local.optimality_check(state)

@@ -28,6 +28,7 @@ import numpy as np
 from ..backends.base import FLOAT_TOL_SCALE
 from ..certificate import exact_sum
 from ..hungarian.classical import run_classical
+from ..hungarian.auto import solve_auto
 from ..hungarian.hybrid import run_hybrid
 from ..hungarian.phases import PhaseTimer, Progress, initialise
 from ..hungarian.tree import run_tree
@@ -55,6 +56,7 @@ class RankSpec:
     abort_event: str | None = None
     init: str = "jv"  # "jv" or "reduction" (dlap.hungarian.phases.initialise)
     threads: int | None = None  # a CPU rank's thread limit; None: its worker's threads
+    auto: bool = False  # method="auto" split: dlap.solve's auto with ``method`` as its variant
 
     @property
     def lo(self) -> int:
@@ -95,24 +97,32 @@ class DistributedSolver:
     def solve(self) -> None:
         """The initialisation (JV's or the paper's initial reduction) and the variant's
         iterations to optimality (the tree searches from every free row at once); with
-        ``method="auto"`` (one rank), :meth:`solve_alone`."""
+        ``method="auto"``, :meth:`solve_alone` on one rank, or split over column slabs
+        ``dlap.solve``'s own ``solve_auto`` (JV, the variant, ε-scaling for structured costs)."""
+        backend, g, stats = self.backend, self.g, self.stats
         if self.spec.method == "auto":
             self.solve_alone()
             return
-        backend, g, stats = self.backend, self.g, self.stats
-        initialise(backend, g, self.spec.init, stats, self.phase)
-        if self.spec.method == "classical":
-            run_classical(backend, g, stats, self.phase, self.report)
-        elif self.spec.method == "hybrid":
-            run_hybrid(backend, g, stats, self.phase, self.report)
+        if self.spec.auto and backend.split == 1:  # the searches may hand over to ε-scaling
+            solve_auto(backend, g, stats, self.spec.method, roots="all", progress=self.callback)
         else:
-            run_tree(backend, g, stats, self.phase, self.report, roots="all")
+            initialise(backend, g, self.spec.init, stats, self.phase)
+            self._run_variant()
         self.report(0, final=True)
         for name in ("waves", "zero_slack_edges"):
             if backend.tallies[name]:
                 stats.phase_counts[name] = backend.tallies[name]
         stats.phase_seconds["communication"] = self.comm.seconds
         stats.phase_counts["communication"] = self.comm.calls
+
+    def _run_variant(self) -> None:
+        backend, g, stats = self.backend, self.g, self.stats
+        if self.spec.method == "classical":
+            run_classical(backend, g, stats, self.phase, self.report)
+        elif self.spec.method == "hybrid":
+            run_hybrid(backend, g, stats, self.phase, self.report)
+        else:
+            run_tree(backend, g, stats, self.phase, self.report, roots="all")
 
     def solve_alone(self) -> None:
         """The one-rank solve of ``method="auto"``: the slab is the whole matrix, and the local

@@ -146,7 +146,8 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     offered = wanted = len(candidates) if keep_order or not n_workers else min(n_workers, len(candidates))
     if n_rows == 0 or n_cols == 0:
         return _empty(source.shape, method, maximize)
-    if method == "auto":
+    auto = method == "auto"
+    if auto:
         method = _auto_method(client, source, shape, candidates[:offered], device, maximize)
         wanted = 1 if method == "auto" else wanted
     split = SPLIT_AXIS[method]
@@ -183,7 +184,8 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         specs = [
             RankSpec(solve_id=solve_id, rank=r, size=n_ranks, method=method, shape=shape, bounds=bounds,
                      integer=integer, comm=comm, progress_topic=topic, abort_event=abort_name,
-                     init=("reduction" if gpu else "jv") if init == "auto" else init, threads=threads)
+                     init=("reduction" if gpu else "jv") if init == "auto" else init, threads=threads,
+                     auto=auto)
             for r in range(n_ranks)
         ]
         running = futures = [
@@ -381,7 +383,7 @@ def _assignment(results, integer, offset, method, maximize, transposed, seconds,
     """Rank 0's solution (solved form) mapped back to the caller's matrix, like dlap.solve."""
     root = results[0]
     stats = Stats(**root.stats)
-    stats.method = f"distributed-{stats.method if method == 'auto' else method}"
+    stats.method = f"distributed-{stats.method}"  # auto: what it ran (a variant, or ε-scaling)
     stats.device = f"{n_ranks} x {'gpu' if gpu else 'cpu'}"
     stats.phase_seconds["rank_solve"] = root.stats["seconds"]
     stats.seconds = seconds

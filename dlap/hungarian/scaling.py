@@ -49,7 +49,7 @@ import math
 import numpy as np
 
 from ..problem import InfeasibleError, array_module
-from ..result import Stats, row_minima
+from ..result import Stats
 from .phases import PhaseTimer, Progress, drive
 from .tree import run_tree
 
@@ -184,15 +184,15 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
     stats.iterations, stats.phase_counts["rows_scanned"] = searches, rows_scanned
 
 
-def proves_itself(state) -> bool:
+def proves_itself(backend, state) -> bool:
     """Whether the assignment in ``state`` closes its gap to the dual bound of its prices,
     ``sum_i min_j (c_ij - v_j) + sum_j v_j``, within ``PRECISION_RTOL`` of the costs it sums,
     counting the rounding of every ``c_ij - v_j`` against it (a few ulps of the duals: prices far
     above the costs cannot prove an answer about them). The sums are exact (``math.fsum``), and
     the tolerance does not grow with the prices, as the certificate's does."""
-    xp = array_module(state.cost)
-    matched = state.cost[xp.arange(state.n_rows), state.row_match].astype(np.float64)
-    row_duals = row_minima(state.cost, state.v)
+    xp = array_module(state.v)
+    matched = backend.matched_costs(state)
+    row_duals = backend.reduced_row_minima(state, state.v)
     primal = math.fsum(matched.tolist())
     bound = math.fsum(row_duals.tolist()) + math.fsum(state.v.tolist())
     rounding = 4 * np.finfo(np.float64).eps * (float(abs(row_duals).sum()) + float(abs(state.v).sum()))
@@ -200,7 +200,7 @@ def proves_itself(state) -> bool:
         return True
     # An optimum of cost 0 leaves the tolerance at 0, where any rounding fails it (the identity
     # matrix did); an assignment taking every row's minimum is optimal with no arithmetic at all.
-    return bool((matched == row_minima(state.cost, xp.zeros(state.cost.shape[1]))).all())
+    return bool((matched == backend.reduced_row_minima(state, xp.zeros(state.n_cols))).all())
 
 
 def solve_scaling(backend, state, stats: Stats, progress=None, roots: str = "auto") -> None:
@@ -211,7 +211,7 @@ def solve_scaling(backend, state, stats: Stats, progress=None, roots: str = "aut
     stats.method = "scaling"
     stats.init = "prices"
     scaling_iterations(backend, state, stats, PhaseTimer(stats, backend, state))
-    if state.cost.dtype.kind == "f" and not proves_itself(state):
+    if state.cost.dtype.kind == "f" and not proves_itself(backend, state):
         stats.phase_counts["scaling_imprecise"] = 1
         state.row_match.fill(-1)
         state.col_match.fill(-1)

@@ -1,0 +1,264 @@
+"""The ε-scaling engine's primitives (:mod:`dlap.hungarian.scaling`) over column slabs.
+
+``method="auto"`` hands a split solve of structured costs to :func:`~dlap.hungarian.scaling.
+solve_scaling` exactly as ``dlap.solve`` does; these are the primitives it calls, for ranks that
+each hold a slab of columns (every row whole, as the tree variant splits them). Each step that
+reads the matrix runs on every slab and one collective combines the parts; everything else runs
+on the replica, the same on every rank:
+
+- step 1, price initialisation: the rows' minima all-reduced, each column's two smallest
+  row-reduced costs on its own rank (the competition prices), the regrets from the ranks' row
+  minima (one all-gather), then the greedy assignment by decreasing regret, row by row, each row's
+  cheapest untaken column found on every slab and agreed by one small all-gather, and the prices
+  fitted to it, row by row, the owner of the row's column broadcasting its reduced cost there;
+- step 2, the searches: one Dijkstra search per free row as on one device, each step one
+  all-gather of five numbers per rank: the rank's nearest column (its first free one at that
+  distance, else its first), whether it is free, the reduced cost of its row there and its
+  predecessor. The rank-ordered slabs make "the first column" the same as on one device, and the
+  replica keeps the predecessors of the completed columns, from which every rank augments;
+- the bids (:meth:`DistributedBackend.bidding_rounds`, one all-gather per round) assign most rows
+  of a phase before the searches, as on a GPU;
+- the exact duals, the matched costs and the row minima that prove a float answer: per slab,
+  reduced over the ranks.
+
+A search costs one collective per step: it pays where the matrix fits no single worker. Only
+square matrices reach it (``solve_auto`` hands only them over; a rectangular exact phase would
+need virtual rows).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..backends.base import install_assignment
+from .comm import _host
+
+#: the competition prices' columns are reduced in bands of about this many entries
+PRICE_BAND_ENTRIES = 1 << 24
+
+
+class DistributedScaling:
+    """The ε-scaling primitives of :class:`~dlap.distributed.backend.DistributedBackend`."""
+
+    #: the rounds of bids cost one collective each, a search one per step
+    parallel_bidding = True
+
+    def _require_columns(self) -> None:
+        if self.split != 1:
+            raise RuntimeError("dlap internal error: the Dask engine's ε-scaling runs on column slabs")
+
+    # ------------------------------------------------------------------ step 1
+
+    def price_initialisation(self, state):
+        """Step 1 of :mod:`dlap.hungarian.scaling` over the column slabs; returns the greedy
+        assignment's total excess, or None where a row has no finite entry."""
+        self._require_columns()
+        xp, s, comm = self.xp, self.slab, self.comm
+        square = state.n_rows == state.n_cols
+        state.v[:] = 0.0
+        if square:
+            self.local.initial_reduction(s, columns=False)
+            row_low = comm.allreduce(s.u, "min")
+            if self._infeasible_if(row_low):
+                return None
+            state.v[:] = self._columns_of_slabs(_competition_prices(s.cost, row_low, xp))
+            finite = state.v[state.v < np.inf]
+            top = float(finite.max()) if finite.shape[0] else 0.0
+            state.v[:] = xp.where(state.v < np.inf, state.v - top, 0.0)
+        terms = self._row_minima_terms(state, xp.arange(state.n_rows))
+        regret = xp.where(terms[:, 2] < np.inf, terms[:, 2] - terms[:, 0], 0.0)
+        order = xp.lexsort(xp.stack([xp.arange(state.n_rows, dtype=np.float64), -regret]))
+        picked, taken = self._greedy(state, order)
+        if square:
+            self._fit_prices(state, order, picked, taken)
+        state.v[:] = self._columns_of_slabs(s.v)
+        state.u[:] = self._row_minima(state, state.v)
+        if self._infeasible_if(state.u):
+            return None
+        kept = picked >= 0
+        rows, cols = order[kept], picked[kept]
+        excess = (self.matched_at(state, rows, cols) - state.v[cols]) - state.u[rows]
+        install_assignment(state, rows, cols)
+        return math.fsum(_host(excess).tolist())
+
+    def _greedy(self, state, order):
+        """Rows in ``order``, each taking its cheapest untaken column (one all-gather per row:
+        each rank's cheapest untaken column, the lowest column winning ties). Returns the picks
+        (global columns, -1 for none) and this rank's taken flags."""
+        xp, s = self.xp, self.slab
+        self._load_duals(state)
+        taken = xp.zeros(s.v.shape[0], dtype=bool)
+        picked = np.full(state.n_rows, -1, dtype=np.int64)
+        for q, i in enumerate(_host_list(order)):
+            reduced = s.cost[i].astype(np.float64) - s.v
+            reduced[taken] = np.inf
+            j = int(reduced.argmin()) if reduced.shape[0] else 0
+            best = float(reduced[j]) if reduced.shape[0] else np.inf
+            offers = _host(self.comm.allgather(xp.asarray([best, j + self.lo], dtype=np.float64)))
+            r = int(offers[:, 0].argmin())
+            if offers[r, 0] == np.inf:
+                continue
+            picked[q] = int(offers[r, 1])
+            if r == self.rank:
+                taken[j] = True
+        return xp.asarray(picked), taken
+
+    def _fit_prices(self, state, order, picked, taken) -> None:
+        """The fit of ``greedy_prices``, last row first: each row lowers the price of every
+        column taken before it that it would rather have, to its own column's reduced cost,
+        which the column's owner broadcasts."""
+        xp, s = self.xp, self.slab
+        for q in range(state.n_rows - 1, -1, -1):
+            jq = int(picked[q])
+            if jq < 0:
+                continue
+            owner = self._owner(jq)
+            i = int(order[q])
+            own = np.inf
+            if owner == self.rank:
+                taken[jq - self.lo] = False
+                own = float(s.cost[i, jq - self.lo]) - float(s.v[jq - self.lo])
+            own = float(_host(self.comm.bcast(xp.asarray([own]), root=owner))[0])
+            reduced = s.cost[i].astype(np.float64) - s.v
+            lower = taken & (reduced < own)
+            s.v[lower] -= own - reduced[lower]
+
+    # ------------------------------------------------------------------ step 2
+
+    def empty_assignment(self, state) -> None:
+        self.local.empty_assignment(state)  # the replica's, the same on every rank
+
+    def assign_free_rows(self, state, eps: float, reverse: bool, virtual: bool) -> bool:
+        """One Dijkstra search per free row (ascending, descending with ``reverse``), each step
+        one all-gather; then the completed columns' prices lowered by ``max(length - d, eps)``
+        and the path flipped, on the replica. False: a row reaches no free column."""
+        self._require_columns()
+        if virtual and state.n_cols > state.n_rows:
+            raise RuntimeError("dlap internal error: the Dask engine's ε-scaling is for square matrices")
+        xp, s = self.xp, self.slab
+        rows = _host_list(xp.sort(state.free_rows[: state.n_free]))
+        self._load_duals(state)
+        s.v_open[:] = s.v
+        for i0 in rows[::-1] if reverse else rows:
+            self.tallies["searches"] += 1
+            end, length, done, dist = self._search(state, i0)
+            state.v[done] -= xp.maximum(length - dist, eps)
+            self._load_duals(state)
+            mine = done[(done >= self.lo) & (done < self.hi)] - self.lo
+            s.v_open[mine] = s.v[mine]
+            if end < 0:
+                return False
+            j = end
+            while True:  # augment along the completed columns' predecessors
+                i = int(state.col_pred[j])
+                nxt = int(state.row_match[i])
+                state.col_match[j] = i
+                state.row_match[i] = j
+                if i == i0:
+                    break
+                j = nxt
+        self.local.optimality_check(state)
+        return True
+
+    def _search(self, state, i0: int):
+        """Dijkstra from row ``i0`` over the slabs until a free column is completed (the CPU
+        kernel's ``_search``, step for step). Returns (free column or -1, path length, the
+        completed columns and their distances)."""
+        xp, s = self.xp, self.slab
+        dist, pred, match = s.slack, s.col_pred, state.col_match[self.lo : self.hi]
+        dist[:] = s.cost[i0].astype(np.float64) - s.v_open
+        pred[:] = i0
+        self.tallies["rows_scanned"] += 1
+        done, done_dist, level = [], [], -np.inf
+        while True:
+            offers = _host(self.comm.allgather(self._nearest(state, dist, pred, match)))
+            best = offers[:, 0].min()
+            if best == np.inf:
+                break
+            at = np.flatnonzero(offers[:, 0] == best)
+            free = at[offers[at, 2] > 0]
+            r = int(free[0] if free.shape[0] else at[0])
+            j = int(offers[r, 1])
+            state.col_pred[j] = int(offers[r, 4])
+            done.append(j)
+            done_dist.append(best)
+            if r == self.rank:
+                dist[j - self.lo] = np.inf
+                s.v_open[j - self.lo] = -np.inf
+            level = max(level, best)
+            if offers[r, 2] > 0:
+                return j, level, xp.asarray(done), xp.asarray(done_dist)
+            i = int(state.col_match[j])
+            scan = s.cost[i].astype(np.float64) - s.v_open + (level - offers[r, 3])
+            closer = scan < dist
+            dist[closer] = scan[closer]
+            pred[closer] = i
+            self.tallies["rows_scanned"] += 1
+        return -1, np.inf, xp.asarray(done, dtype=np.int64), xp.asarray(done_dist)
+
+    def _nearest(self, state, dist, pred, match):
+        """This rank's offer for the next column to complete: (distance, column, free?, the
+        reduced cost of its row there, its predecessor); distance inf where none is left."""
+        xp, s = self.xp, self.slab
+        best = dist.min() if dist.shape[0] else np.inf
+        if best == np.inf:
+            return xp.asarray([np.inf, -1.0, 0.0, 0.0, -1.0])
+        at = xp.flatnonzero(dist == best)
+        free = at[match[at] < 0]
+        j = int(free[0] if free.shape[0] else at[0])
+        row = int(match[j])
+        reduced = float(s.cost[row, j]) - float(s.v[j]) if row >= 0 else 0.0
+        return xp.asarray([float(best), j + self.lo, float(row < 0), reduced, float(pred[j])])
+
+    # ------------------------------------------------------------------ duals and proofs
+
+    def exact_duals(self, state) -> None:
+        """``u[i] = C[i, row_match[i]] - v[row_match[i]]``, each from the slab holding the column."""
+        state.u[:] = self.matched_at(state, self.xp.arange(state.n_rows), state.row_match) - state.v[state.row_match]
+
+    def matched_costs(self, state):
+        return self.matched_at(state, self.xp.arange(state.n_rows), state.row_match)
+
+    def reduced_row_minima(self, state, v):
+        return self._row_minima(state, v)
+
+    def matched_at(self, state, rows, cols):
+        """``C[rows[k], cols[k]]`` in float64, each entry from the slab holding its column."""
+        xp, s = self.xp, self.slab
+        mine = (cols >= self.lo) & (cols < self.hi)
+        out = xp.full(rows.shape[0], np.inf)
+        out[mine] = s.cost[rows[mine], cols[mine] - self.lo].astype(np.float64)
+        return self.comm.allreduce(out, "min")
+
+    def _row_minima(self, state, v):
+        """``min_j (C[i, j] - v[j])`` for every row: each slab's, reduced over the ranks."""
+        s = self.slab
+        s.v[:] = v[self.lo : self.hi]
+        self.local.row_duals(s)
+        return self.comm.allreduce(s.u, "min")
+
+    def _owner(self, col: int) -> int:
+        return int(np.searchsorted(np.asarray(self.bounds), col, side="right")) - 1
+
+
+def _competition_prices(cost, row_low, xp):
+    """Each column's second-smallest row-reduced cost ``C[i, j] - row_low[i]`` (its smallest where
+    it has a single finite entry; inf where none): the prices of the CPU's
+    ``competition_prices`` before their shift, for this slab's columns, in bands of columns."""
+    n_rows, n_cols = cost.shape
+    out = xp.full(n_cols, np.inf)
+    step = max(1, PRICE_BAND_ENTRIES // max(n_rows, 1))
+    for a in range(0, n_cols, step):
+        reduced = cost[:, a : a + step].astype(np.float64) - row_low[:, None]
+        if n_rows >= 2:
+            two = xp.partition(reduced, 1, axis=0)[:2]
+            out[a : a + reduced.shape[1]] = xp.where(two[1] < np.inf, two[1], two[0])
+        else:
+            out[a : a + reduced.shape[1]] = reduced[0]
+    return out
+
+
+def _host_list(x) -> list:
+    return [int(i) for i in _host(x).tolist()]

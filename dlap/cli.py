@@ -290,7 +290,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--switching", choices=SWITCHINGS, help="method dgs (default parallel)")
     p.add_argument("--out", help="write the assignment and duals: .npz, .csv (row,col) or .json")
     p.add_argument("--json", action="store_true", help="print one JSON line")
-    p.add_argument("--scheduler", help="solve on this Dask cluster (the Dask engine; method auto, classical, hybrid or tree)")
+    p.add_argument("--scheduler", help="solve on this Dask cluster (the Dask engine; method auto, classical, hybrid, scaling or tree)")
     p.add_argument("--workers", type=int, help="ranks: that many workers (starts a local cluster without --scheduler)")
     p.add_argument("--protocol", default="tcp", help="local cluster's protocol: tcp, or ucx (distributed-ucxx)")
     p.set_defaults(run=cmd_solve)

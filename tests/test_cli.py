@@ -210,4 +210,4 @@ def test_solve_on_a_dask_cluster(tmp_path, capsys):
     alone = solve(generate.uniform(90, 10))
     assert info["method"] == f"distributed-{alone.stats.method}" and info["objective"] == alone.objective  # one rank
     assert run("solve", "--workers", "2", "--method", "dgs") == 2
-    assert "runs --method auto, classical, hybrid, tree" in capsys.readouterr().err
+    assert "runs --method auto, classical, hybrid, scaling, tree" in capsys.readouterr().err

@@ -146,6 +146,28 @@ def test_a_one_rank_solve_borrows_the_threads_of_the_workers_offered(client):
     assert dd.solve(arr, client, method="tree", device="cpu").stats.threads == 1
 
 
+@pytest.mark.parametrize("family", ["geometric", "machol-wien", "ties"])
+def test_scaling_on_one_two_and_three_ranks(client, family):
+    """method="scaling" over column slabs: scipy's optimum with a certificate, and the same
+    decisions on one, two and three ranks; a rectangular matrix is refused with what to use."""
+    cost = dlap.generate.family(family, 120, seed=5)
+    maximize = family in dlap.generate.MAXIMIZE
+    arr = da.from_array(cost, chunks=(120, 40))
+    results = [dd.solve(arr, client, method="scaling", maximize=maximize, device="cpu", n_workers=k) for k in (1, 2, 3)]
+    picked = reference(cost, maximize)[0]
+    for result in results:
+        assert result.stats.method == "distributed-scaling" and result.verify().optimal
+        assert_scipy_objective(result, cost, picked, maximize)
+    first = results[0]
+    for other in results[1:]:
+        assert other.stats.iterations == first.stats.iterations
+        assert other.stats.phase_counts["rows_scanned"] == first.stats.phase_counts["rows_scanned"]
+        np.testing.assert_array_equal(other.col_ind, first.col_ind)
+        np.testing.assert_array_equal(other.col_duals, first.col_duals)
+    with pytest.raises(ValueError, match="square matrices .* 120 x 80"):
+        dd.solve(da.from_array(cost[:, :80]), client, method="scaling", device="cpu")
+
+
 @pytest.fixture
 def small_workers():
     """Two workers with 20 MB each (memory management off, so they live): a matrix of more

@@ -33,9 +33,10 @@ from .comm import _host
 from .scaling import DistributedScaling
 
 #: the axis of the (solved, rows <= cols) matrix each variant splits over the ranks
-#: (the hybrid runs the classical variant on column slabs, then the tree; "auto" runs on one rank,
-#: whose slab is the whole matrix: dlap.distributed.solve)
-SPLIT_AXIS = {"auto": 1, "classical": 0, "hybrid": 1, "tree": 1}
+#: (the hybrid runs the classical variant on column slabs, then the tree; ε-scaling searches
+#: over column slabs; "auto" runs on one rank, whose slab is the whole matrix, or split as its
+#: variant: dlap.distributed.solve)
+SPLIT_AXIS = {"auto": 1, "classical": 0, "hybrid": 1, "scaling": 1, "tree": 1}
 #: a tree wave's exchange carries this many of each rank's candidate columns in its one
 #: all-gather; a wave with more sends the rest in a second
 WAVE_CAPACITY = 256

@@ -31,6 +31,7 @@ from ..hungarian.classical import run_classical
 from ..hungarian.auto import solve_auto
 from ..hungarian.hybrid import run_hybrid
 from ..hungarian.phases import PhaseTimer, Progress, initialise
+from ..hungarian.scaling import solve_scaling
 from ..hungarian.tree import run_tree
 from ..problem import Problem, check_entries, is_device_array, shifted
 from ..result import Stats
@@ -105,6 +106,8 @@ class DistributedSolver:
             return
         if self.spec.auto and backend.split == 1:  # the searches may hand over to ε-scaling
             solve_auto(backend, g, stats, self.spec.method, roots="all", progress=self.callback)
+        elif self.spec.method == "scaling":
+            solve_scaling(backend, g, stats, self.callback, roots="all")
         else:
             initialise(backend, g, self.spec.init, stats, self.phase)
             self._run_variant()

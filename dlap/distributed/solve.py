@@ -87,10 +87,11 @@ def solve(
         Where to solve. Without one: ``scheduler``'s cluster if given, else a local cluster started
         for this call (``LocalCUDACluster`` with one worker per GPU, or a ``LocalCluster`` of
         ``n_workers`` processes where no GPU is visible) and closed after it.
-    method : {"auto", "classical", "hybrid", "tree"}
+    method : {"auto", "classical", "hybrid", "scaling", "tree"}
         Date & Nagi's classical variant with rows split over the ranks, or the alternating tree
         variant with columns split (section 5; see :mod:`dlap.distributed.engine`), or the
-        hybrid (:mod:`dlap.hungarian.hybrid`: classical, then tree) on column slabs. ``"auto"``:
+        hybrid (:mod:`dlap.hungarian.hybrid`: classical, then tree) or the ε-scaling engine
+        (:mod:`dlap.hungarian.scaling`, square matrices only) on column slabs. ``"auto"``:
         where the matrix fits one worker (``ONE_RANK_MEMORY_SHARE`` of its memory, or of its
         GPU's), the whole solve runs on one rank with exactly what ``dlap.solve(method="auto")``
         runs there, ε-scaling included: more ranks have been slower than one in every
@@ -146,6 +147,10 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     offered = wanted = len(candidates) if keep_order or not n_workers else min(n_workers, len(candidates))
     if n_rows == 0 or n_cols == 0:
         return _empty(source.shape, method, maximize)
+    if method == "scaling" and n_rows != n_cols:
+        raise ValueError(
+            f"method='scaling' across the ranks solves square matrices (this one is {n_rows} x {n_cols}): "
+            "its exact phase would need virtual rows; use method='auto' or 'tree'")
     auto = method == "auto"
     if auto:
         method = _auto_method(client, source, shape, candidates[:offered], device, maximize)

@@ -59,6 +59,26 @@ def row_minima_terms_banded(cost, v, col_match, rows, band_entries: int):
     return terms
 
 
+def search_offer_arrays(cost, v, v_open, dist, pred, match, row: int, shift: float):
+    """:meth:`Backend.search_offer` in array operations (NumPy or CuPy): the GPU backend's,
+    tested against the CPU kernel on the CPU."""
+    xp = array_module(cost)
+    if row >= 0:
+        scan = (cost[row].astype(np.float64) - v_open) + shift
+        closer = scan < dist
+        dist[closer] = scan[closer]
+        pred[closer] = row
+    best = float(dist.min()) if dist.shape[0] else np.inf
+    if best == np.inf:
+        return xp.asarray([np.inf, -1.0, 0.0, 0.0, -1.0])
+    at = xp.flatnonzero(dist == best)
+    free = at[match[at] < 0]
+    j = int(free[0] if free.shape[0] else at[0])
+    i = int(match[j])
+    reduced = float(cost[i, j]) - float(v[j]) if i >= 0 else 0.0
+    return xp.asarray([best, float(j), float(i < 0), reduced, float(pred[j])])
+
+
 def bidding_loop(state: HungarianState, one_round, tail: int, max_rounds: int, stall: int,
                  keep_share: float) -> tuple[int, int, int]:
     """:meth:`Backend.bidding_rounds` for a backend whose host drives the rounds:
@@ -114,6 +134,16 @@ class Backend(ABC):
     @abstractmethod
     def row_duals(self, state: HungarianState) -> None:
         """``u[i] = min_j (C[i, j] - v[j])``: the largest row duals that keep ``v`` feasible."""
+
+    @abstractmethod
+    def search_offer(self, state: HungarianState, match, row: int, shift: float):
+        """One step of an ε-scaling search over this state's columns, for the Dask engine
+        (:mod:`dlap.distributed.scaling`): row ``row`` (unless -1) lowers ``slack`` (the
+        distances) to ``(C[row] - v_open) + shift`` where that is lower, recording it in
+        ``col_pred``; returns the nearest column not completed (the first free one at that
+        distance, else the first) as a float64 array (distance, column, 1.0 if free under
+        ``match``, the reduced cost ``C[match[j], j] - v[j]`` of its row there, its
+        predecessor); distance inf where every column is completed."""
 
     @abstractmethod
     def row_minima_terms(self, state: HungarianState, rows):

@@ -56,6 +56,11 @@ class CPUBackend(Backend):
         ks.row_minima_terms(state.cost, state.v, state.col_match, rows, terms)
         return terms
 
+    def search_offer(self, state, match, row, shift):
+        offer = np.empty(5)
+        ks.search_offer(state.cost, state.v, state.v_open, state.slack, state.col_pred, match, row, shift, offer)
+        return offer
+
     def jv_initialisation(self, state):
         n_rows, n_cols = state.cost.shape
         if n_rows == n_cols:

@@ -267,6 +267,35 @@ def _search(C, i0, virtual, extra_match, v, v_open, col_match, dist, col_pred, d
 
 
 @njit(cache=True, nogil=True)
+def search_offer(C, v, v_open, dist, pred, match, row, shift, offer):
+    """One step of :func:`_search` on a slab of columns (the Dask engine's searches): row ``row``
+    (unless -1) lowers ``dist`` to ``(C[row] - v_open) + shift``, then ``offer`` gets the slab's
+    nearest column (:func:`_first_at`): (distance, column, 1.0 if free, the reduced cost
+    ``C[match[j], j] - v[j]`` of its row there, its predecessor); distance inf when every column
+    is completed."""
+    if row >= 0:
+        for j in range(dist.shape[0]):
+            x = (np.float64(C[row, j]) - v_open[j]) + shift
+            if x < dist[j]:
+                dist[j] = x
+                pred[j] = row
+    best = _min_slack(dist)
+    offer[0] = best
+    offer[1] = -1.0
+    offer[2] = 0.0
+    offer[3] = 0.0
+    offer[4] = -1.0
+    if best == INF:
+        return
+    j = _first_at(dist, match, best)
+    i = match[j]
+    offer[1] = j
+    offer[2] = 1.0 if i < 0 else 0.0
+    offer[3] = np.float64(C[i, j]) - v[j] if i >= 0 else 0.0
+    offer[4] = pred[j]
+
+
+@njit(cache=True, nogil=True)
 def assign_free_rows(C, v, eps, rows, n_virtual, row_match, col_match, dist, col_pred, v_open,
                      done, done_dist, counters):
     """Assign each row of ``rows`` (free, in that order), then ``n_virtual`` rows of zero costs:

@@ -28,6 +28,7 @@ from ..problem import Problem
 from . import gpu_kernels as gk
 from .base import (
     ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, FLOAT_TOL_SCALE, Backend, install_assignment, row_minima_terms_banded,
+    search_offer_arrays,
 )
 
 #: row_minima_terms: reduced costs of about this many entries at once (float64, three copies)
@@ -304,6 +305,9 @@ class GPUBackend(Backend):
     def row_minima_terms(self, state, rows):
         """In CuPy, a band of rows at a time (the Dask engine's bids: O(free rows) per round)."""
         return row_minima_terms_banded(state.cost, state.v, state.col_match, rows, ROW_TERMS_BAND_ENTRIES)
+
+    def search_offer(self, state, match, row, shift):
+        return search_offer_arrays(state.cost, state.v, state.v_open, state.slack, state.col_pred, match, row, shift)
 
     def jv_initialisation(self, state):
         n_rows, n_cols = state.n_rows, state.n_cols

@@ -16,8 +16,8 @@ on the replica, the same on every rank:
   distance, else its first), whether it is free, the reduced cost of its row there and its
   predecessor. The rank-ordered slabs make "the first column" the same as on one device, and the
   replica keeps the predecessors of the completed columns, from which every rank augments;
-- the bids (:meth:`DistributedBackend.bidding_rounds`, one all-gather per round) assign most rows
-  of a phase before the searches, as on a GPU;
+- on GPU ranks the bids (:meth:`DistributedBackend.bidding_rounds`, one all-gather per round)
+  assign most rows of a phase before the searches, as on one GPU;
 - the exact duals, the matched costs and the row minima that prove a float answer: per slab,
   reduced over the ranks.
 
@@ -42,8 +42,14 @@ PRICE_BAND_ENTRIES = 1 << 24
 class DistributedScaling:
     """The ε-scaling primitives of :class:`~dlap.distributed.backend.DistributedBackend`."""
 
-    #: the rounds of bids cost one collective each, a search one per step
-    parallel_bidding = True
+    @property
+    def parallel_bidding(self) -> bool:
+        """Bids where the local device bids (a GPU scans the free rows at once; a round is then
+        one collective where the searches take one per step), not on CPU ranks: at n = 2000 on
+        two single-threaded CPU ranks the rounds scanned 8x the rows the searches do (geometric
+        benefit 5.8 s against 3.7 s without them; geometric, where the searches' collectives
+        dominate, 1.8 s against 2.8 s: workflows/results/dask-cpu-20261123-hard.md)."""
+        return self.local.parallel_bidding
 
     def _require_columns(self) -> None:
         if self.split != 1:
@@ -164,19 +170,23 @@ class DistributedScaling:
 
     def _search(self, state, i0: int):
         """Dijkstra from row ``i0`` over the slabs until a free column is completed (the CPU
-        kernel's ``_search``, step for step). Returns (free column or -1, path length, the
-        completed columns and their distances)."""
+        kernel's ``_search``, step for step): each step, every slab's scan of the last row and
+        its offer (``Backend.search_offer``), all-gathered; the nearest offer wins, the first
+        free one among equals, else the first (the slabs are in column order). Returns (free
+        column or -1, path length, the completed columns and their distances)."""
         xp, s = self.xp, self.slab
-        dist, pred, match = s.slack, s.col_pred, state.col_match[self.lo : self.hi]
-        dist[:] = s.cost[i0].astype(np.float64) - s.v_open
-        pred[:] = i0
-        self.tallies["rows_scanned"] += 1
+        s.slack[:] = np.inf
+        match = state.col_match[self.lo : self.hi]
+        row, shift = i0, 0.0
         done, done_dist, level = [], [], -np.inf
         while True:
-            offers = _host(self.comm.allgather(self._nearest(state, dist, pred, match)))
+            offer = self.local.search_offer(s, match, row, shift)
+            self.tallies["rows_scanned"] += 1
+            offer[1] += self.lo if offer[1] >= 0 else 0
+            offers = _host(self.comm.allgather(offer))
             best = offers[:, 0].min()
             if best == np.inf:
-                break
+                return -1, np.inf, xp.asarray(done, dtype=np.int64), xp.asarray(done_dist)
             at = np.flatnonzero(offers[:, 0] == best)
             free = at[offers[at, 2] > 0]
             r = int(free[0] if free.shape[0] else at[0])
@@ -185,32 +195,12 @@ class DistributedScaling:
             done.append(j)
             done_dist.append(best)
             if r == self.rank:
-                dist[j - self.lo] = np.inf
+                s.slack[j - self.lo] = np.inf
                 s.v_open[j - self.lo] = -np.inf
             level = max(level, best)
             if offers[r, 2] > 0:
-                return j, level, xp.asarray(done), xp.asarray(done_dist)
-            i = int(state.col_match[j])
-            scan = s.cost[i].astype(np.float64) - s.v_open + (level - offers[r, 3])
-            closer = scan < dist
-            dist[closer] = scan[closer]
-            pred[closer] = i
-            self.tallies["rows_scanned"] += 1
-        return -1, np.inf, xp.asarray(done, dtype=np.int64), xp.asarray(done_dist)
-
-    def _nearest(self, state, dist, pred, match):
-        """This rank's offer for the next column to complete: (distance, column, free?, the
-        reduced cost of its row there, its predecessor); distance inf where none is left."""
-        xp, s = self.xp, self.slab
-        best = dist.min() if dist.shape[0] else np.inf
-        if best == np.inf:
-            return xp.asarray([np.inf, -1.0, 0.0, 0.0, -1.0])
-        at = xp.flatnonzero(dist == best)
-        free = at[match[at] < 0]
-        j = int(free[0] if free.shape[0] else at[0])
-        row = int(match[j])
-        reduced = float(s.cost[row, j]) - float(s.v[j]) if row >= 0 else 0.0
-        return xp.asarray([float(best), j + self.lo, float(row < 0), reduced, float(pred[j])])
+                return j, level, xp.asarray(done, dtype=np.int64), xp.asarray(done_dist)
+            row, shift = int(state.col_match[j]), level - offers[r, 3]
 
     # ------------------------------------------------------------------ duals and proofs
 

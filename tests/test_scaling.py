@@ -273,59 +273,53 @@ def test_a_rectangular_matrix_solved_again_starts_from_zero_prices(bids):
     assert result.objective == 1.0 and result.stats.phase_counts["scaling_imprecise"] == 1
 
 
+def _random_slab(data):
+    """A small matrix of ties or wide floats with forbidden entries, prices, and its CPU state
+    holding them: the inputs of the kernels the GPU's array versions must match."""
+    n, m = data.draw(st.tuples(st.integers(1, 12), st.integers(1, 12)))
+    values = data.draw(st.sampled_from([st.integers(0, 3), st.floats(-1e6, 1e6, allow_nan=False)]))
+    cost = data.draw(arrays(np.float64, (n, m), elements=values))
+    cost[data.draw(arrays(np.bool_, (n, m)))] = np.inf
+    state = CPUBackend().allocate(Problem(matrix=cost, transposed=False, maximize=False, original=cost))
+    state.v[:] = data.draw(arrays(np.float64, m, elements=st.integers(-3, 3)))
+    match = data.draw(arrays(np.int64, m, elements=st.integers(-1, n - 1)))
+    return cost, state, match
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    shape=st.tuples(st.integers(1, 12), st.integers(1, 12)),
-    values=st.sampled_from([st.integers(0, 3), st.floats(-1e6, 1e6, allow_nan=False)]),
-    data=st.data(),
-)
-def test_the_array_row_minima_terms_match_the_kernel(shape, values, data):
+@given(data=st.data())
+def test_the_array_row_minima_terms_match_the_kernel(data):
     """The GPU backend's row terms (array operations, here on NumPy; the Dask engine's bids and
     reduction transfer on GPU ranks) equal the CPU kernel's, ties (first column, a tied second),
     forbidden entries, free columns and bands of one row included."""
     from dlap.backends.base import row_minima_terms_banded
 
-    n, m = shape
-    cost = data.draw(arrays(np.float64, shape, elements=values))
-    cost[data.draw(arrays(np.bool_, shape))] = np.inf
-    v = data.draw(arrays(np.float64, m, elements=st.integers(-3, 3)))
-    col_match = data.draw(arrays(np.int64, m, elements=st.integers(-1, n - 1)))
-    rows = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=2 * n)), dtype=np.int64)
-    state = CPUBackend().allocate(Problem(matrix=cost, transposed=False, maximize=False, original=cost))
-    state.v[:] = v
-    state.col_match[:] = col_match
+    cost, state, match = _random_slab(data)
+    state.col_match[:] = match
+    rows = np.array(data.draw(st.lists(st.integers(0, cost.shape[0] - 1), max_size=2 * cost.shape[0])), dtype=np.int64)
     expected = CPUBackend().row_minima_terms(state, rows)
-    for band in (1, m, 10**6):
-        np.testing.assert_array_equal(row_minima_terms_banded(cost, v, col_match, rows, band), expected)
+    for band in (1, cost.shape[1], 10**6):
+        np.testing.assert_array_equal(row_minima_terms_banded(cost, state.v, match, rows, band), expected)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    shape=st.tuples(st.integers(1, 8), st.integers(1, 12)),
-    values=st.sampled_from([st.integers(0, 3), st.floats(-1e6, 1e6, allow_nan=False)]),
-    data=st.data(),
-)
-def test_the_array_search_step_matches_the_kernel(shape, values, data):
+@given(data=st.data())
+def test_the_array_search_step_matches_the_kernel(data):
     """The GPU backend's search step (array operations, here on NumPy; the Dask engine's
     ε-scaling searches on GPU ranks) scans and offers what the CPU kernel does: ties between
     distances and between free columns, completed columns (-inf prices), forbidden entries."""
     from dlap.backends.base import search_offer_arrays
 
-    n, m = shape
-    cost = data.draw(arrays(np.float64, shape, elements=values))
-    cost[data.draw(arrays(np.bool_, shape))] = np.inf
-    v = data.draw(arrays(np.float64, m, elements=st.integers(-3, 3)))
-    v_open = np.where(data.draw(arrays(np.bool_, m)), -np.inf, v)
-    dist = data.draw(arrays(np.float64, m, elements=st.sampled_from([np.inf, 0.0, 1.0, 2.5])))
-    dist[v_open == -np.inf] = np.inf
-    pred = data.draw(arrays(np.int64, m, elements=st.integers(-1, n - 1)))
-    match = data.draw(arrays(np.int64, m, elements=st.integers(-1, n - 1)))
+    cost, state, match = _random_slab(data)
+    n, m = cost.shape
+    state.v_open[:] = np.where(data.draw(arrays(np.bool_, m)), -np.inf, state.v)
+    state.slack[:] = data.draw(arrays(np.float64, m, elements=st.sampled_from([np.inf, 0.0, 1.0, 2.5])))
+    state.slack[state.v_open == -np.inf] = np.inf
+    state.col_pred[:] = data.draw(arrays(np.int64, m, elements=st.integers(-1, n - 1)))
     row = data.draw(st.integers(-1, n - 1))
     shift = data.draw(st.sampled_from([0.0, 1.5, -2.0]))
-    state = CPUBackend().allocate(Problem(matrix=cost, transposed=False, maximize=False, original=cost))
-    state.v[:], state.v_open[:], state.slack[:], state.col_pred[:] = v, v_open, dist, pred
-    expected = CPUBackend().search_offer(state, match, row, shift)
-    got_dist, got_pred = dist.copy(), pred.copy()
-    np.testing.assert_array_equal(search_offer_arrays(cost, v, v_open, got_dist, got_pred, match, row, shift), expected)
-    np.testing.assert_array_equal(got_dist, state.slack)
-    np.testing.assert_array_equal(got_pred, state.col_pred)
+    dist, pred = state.slack.copy(), state.col_pred.copy()
+    offer = search_offer_arrays(cost, state.v, state.v_open, dist, pred, match, row, shift)
+    np.testing.assert_array_equal(offer, CPUBackend().search_offer(state, match, row, shift))
+    np.testing.assert_array_equal(dist, state.slack)
+    np.testing.assert_array_equal(pred, state.col_pred)

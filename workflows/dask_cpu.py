@@ -1,12 +1,20 @@
 """The Dask engine on a CPU LocalCluster of two single-threaded workers against one process.
 
     python workflows/dask_cpu.py --n 1500 4000 6000 --f 10
+    python workflows/dask_cpu.py --n 2000 --families machol-wien geometric geometric-benefit
 
-For each n: ``dlap.solve`` in this process (``method="auto"``, median of 3), then
+Uniform costs (the first form), for each n: ``dlap.solve`` in this process (``method="auto"``, median of 3), then
 ``dlap.distributed.solve`` of the same matrix generated on the workers (``uniform_dask``, one
 chunk per rank) with each method, median of 3 after a first solve: wall time, the ranks' solve
 (``stats.phase_seconds["rank_solve"]``, the certificate included), the time inside collectives
 and their number, the ranks used (``auto`` solves on one where the matrix fits a worker).
+
+Structured costs (``--families``): the workers get ``--worker-memory`` each (Dask's memory
+management off, so they live), so ``method="auto"`` splits a matrix that takes more than 40% of
+one, and the ranks hand structured costs over to the ε-scaling engine across their column slabs
+(dlap/distributed/scaling.py). For each family: ``dlap.solve`` in this process (second of two
+runs), then the distributed solve of the same persisted matrix (second of two): wall time, the
+ranks' solve, searches, row scans, collectives and the time inside them, and the time per phase.
 """
 
 from __future__ import annotations
@@ -21,8 +29,16 @@ def main() -> None:
     parser.add_argument("--n", type=int, nargs="+", default=[1500, 4000, 6000])
     parser.add_argument("--f", type=float, default=10.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--families", nargs="+", help="structured families, split over small workers")
+    parser.add_argument("--worker-memory", default="20MB")
     args = parser.parse_args()
+    if args.families:
+        structured(args)
+    else:
+        uniform(args)
 
+
+def uniform(args) -> None:
     import distributed
 
     import dlap
@@ -48,6 +64,38 @@ def main() -> None:
                 print(f"| {n} | {args.f:g} | {alone:.3f} | {stats.method} | {stats.phase_counts['ranks']} | {wall:.3f} | {solve:.3f} | "
                       f"{stats.phase_seconds.get('communication', 0.0):.3f} | {stats.phase_counts.get('communication')} | "
                       f"{solve / alone:.1f} |", flush=True)
+            del array
+
+
+def structured(args) -> None:
+    import dask
+    import dask.array as da
+    import distributed
+
+    import dlap
+    import dlap.distributed as dd
+    from dlap import generate
+
+    print("| family | n | one process | method | ranks | cluster wall | ranks' solve | searches | rows scanned | collectives | in collectives | phases |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    config = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
+    with dask.config.set(config), distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        for family in args.families:
+            n = args.n[0]
+            cost = generate.family(family, n, seed=1)
+            maximize = family in generate.MAXIMIZE
+            alone = [_timed(lambda: dlap.solve(cost, maximize=maximize, device="cpu")) for _ in range(2)][-1][0]
+            array = da.from_array(cost, chunks=(n, n // 2)).persist()
+            seconds, result = [_timed(lambda: dd.solve(array, client, maximize=maximize, device="cpu")) for _ in range(2)][-1]
+            assert result.verify().optimal
+            s = result.stats
+            phases = ", ".join(f"{k} {v:.2f}" for k, v in s.phase_seconds.items()
+                               if k in ("initial_reduction", "forward_pass", "price_initialisation", "scaling_phase", "exact_phase"))
+            print(f"| {family} | {n} | {alone:.3f} | {s.method} | {s.phase_counts['ranks']} | {seconds:.2f} | "
+                  f"{s.phase_seconds['rank_solve']:.2f} | {s.iterations} | {s.phase_counts.get('rows_scanned', 0)} | "
+                  f"{s.phase_counts.get('communication')} | {s.phase_seconds.get('communication', 0.0):.2f} | {phases} |", flush=True)
             del array
 
 

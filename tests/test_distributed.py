@@ -24,7 +24,11 @@ import dlap.generate  # noqa: E402
 from dlap.generate import uniform_block, uniform_dask  # noqa: E402
 
 from .helpers import (  # noqa: E402
-    assert_nan_slab_refused, assert_scipy_objective, received_bytes, reference, solve_in_background,
+    assert_nan_slab_refused,
+    assert_scipy_objective,
+    received_bytes,
+    reference,
+    solve_in_background,
 )
 from .test_properties import STRATEGIES  # noqa: E402
 

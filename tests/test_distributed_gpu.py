@@ -12,12 +12,13 @@ distributed = pytest.importorskip("distributed")
 
 import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
+import dlap.generate  # noqa: E402
 from dlap.distributed.cluster import worker_addresses  # noqa: E402
 from dlap.generate import uniform_block, uniform_dask  # noqa: E402
 
 from .helpers import assert_nan_slab_refused, received_bytes, reference, solve_in_background  # noqa: E402
 
-METHODS = ["classical", "tree"]
+METHODS = ["classical", "hybrid", "tree"]
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +31,7 @@ def client():
 @pytest.mark.parametrize("method, shape", [
     ("classical", (3000, 3000)), ("classical", (2000, 2600)), ("classical", (2600, 2000)),
     ("tree", (800, 800)), ("tree", (600, 700)), ("tree", (700, 600)),  # latency-bound: one step per wave
+    ("hybrid", (1500, 1500)), ("hybrid", (1200, 1500)),
 ])
 def test_same_optimum_as_single_gpu(client, method, shape):
     """Generated on the GPU workers; the optimum of the single-GPU engine on the same matrix."""
@@ -57,6 +59,46 @@ def test_host_chunks_floats_forbidden_maximize(client, method):
     expected = float(picked.sum())
     assert abs(result.objective - expected) <= 1e-9 * abs(expected)
     assert result.verify().optimal and result.verify(cost).optimal
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_jv_initialisation_on_gpu_ranks(client, method):
+    """init="jv" on GPU ranks (the bids' row terms in CuPy, merged over NCCL): the single-GPU
+    optimum, and fewer rows left free than the paper's reduction leaves."""
+    cost = uniform_block((0, 1200), (0, 1200), 1200, 12000, 4)
+    arr = uniform_dask(1200, 10, seed=4, chunks=(1200, 600) if method != "classical" else (600, 1200), gpu=True)
+    jv = dd.solve(arr, client, method=method, init="jv")
+    reduction = dd.solve(arr, client, method=method, init="reduction")
+    assert jv.stats.init == "jv" and reduction.stats.init == "reduction"
+    assert jv.objective == reduction.objective == dlap.solve(cost).objective
+    assert jv.verify().optimal and reduction.verify().optimal
+    assert jv.stats.initial_assignments > reduction.stats.initial_assignments
+
+
+@pytest.mark.parametrize("family", ["uniform", "geometric", "machol-wien"])
+def test_auto_solves_on_one_gpu_what_dlap_solve_solves(client, family):
+    """method="auto" with a matrix that fits a GPU: one rank runs dlap.solve's pipeline there."""
+    import cupy
+
+    cost = dlap.generate.family(family, 600, seed=2)
+    result = dd.solve(da.from_array(cost, chunks=(300, 600)), client)
+    alone = dlap.solve(cupy.asarray(cost))
+    assert result.stats.phase_counts["ranks"] == 1 and result.stats.device == "1 x gpu"
+    assert result.stats.method == f"distributed-{alone.stats.method}"
+    assert result.objective == alone.objective and result.verify().optimal and result.verify(cost).optimal
+
+
+@pytest.mark.parametrize("family", ["geometric", "geometric-benefit", "machol-wien"])
+def test_scaling_across_gpu_ranks(client, family):
+    """method="scaling" over the GPUs' column slabs (bids in rounds, searches one all-gather per
+    step, competition prices with cupy.partition): scipy's optimum with a certificate."""
+    cost = dlap.generate.family(family, 400, seed=6)
+    maximize = family in dlap.generate.MAXIMIZE
+    picked, _ = reference(cost, maximize)
+    result = dd.solve(da.from_array(cost, chunks=(400, 200)), client, method="scaling", maximize=maximize)
+    assert result.stats.method == "distributed-scaling" and result.verify().optimal and result.verify(cost).optimal
+    expected = picked.sum()
+    assert abs(result.objective - expected) <= 1e-9 * max(1.0, abs(float(expected)))
 
 
 def test_zarr_read_into_gpu_memory(client, tmp_path):

@@ -27,7 +27,12 @@ from ..hungarian.state import HungarianState
 from ..problem import Problem
 from . import gpu_kernels as gk
 from .base import (
-    ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, FLOAT_TOL_SCALE, Backend, install_assignment, row_minima_terms_banded,
+    ARR_MAX_ROUNDS,
+    ARR_MIN_PROGRESS,
+    FLOAT_TOL_SCALE,
+    Backend,
+    install_assignment,
+    row_minima_terms_banded,
     search_offer_arrays,
 )
 

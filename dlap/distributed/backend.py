@@ -298,7 +298,7 @@ class DistributedBackend(DistributedScaling):
         A wave is one exchange (:meth:`_exchange_candidates`): each rank sends its smallest
         slack and its columns at or below ``max(level, that slack)``, a superset of those at the
         wave's level, which every rank then knows."""
-        xp, s, g = self.xp, self.slab, state
+        s, g = self.slab, state
         s.slack[:] = np.inf
         s.v_open[:] = g.v[self.lo : self.hi]
         frontier = g.free_rows[:n_roots].copy()

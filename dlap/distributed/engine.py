@@ -27,16 +27,17 @@ import numpy as np
 
 from ..backends.base import FLOAT_TOL_SCALE
 from ..certificate import exact_sum
-from ..hungarian.classical import run_classical
 from ..hungarian.auto import solve_auto
+from ..hungarian.classical import run_classical
 from ..hungarian.hybrid import run_hybrid
 from ..hungarian.phases import PhaseTimer, Progress, initialise
 from ..hungarian.scaling import solve_scaling
 from ..hungarian.tree import run_tree
 from ..problem import Problem, check_entries, is_device_array, shifted
 from ..result import Stats
-from .backend import SPLIT_AXIS, DistributedBackend
+from .backend import DistributedBackend
 from .comm import CommAborted, NCCLComm, RPCComm, SocketComm, _host
+
 #: seconds between progress events of rank 0
 PROGRESS_INTERVAL = 0.5
 

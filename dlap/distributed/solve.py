@@ -16,10 +16,10 @@ from ..certificate import refused
 from ..problem import working_dtype
 from ..result import Assignment, Certificate, Stats, caller_duals
 from . import registry
-from .cluster import connected, gpus_visible, worker_addresses
-from .data import as_source, place_slabs, plan_ranks, slab_bounds, source_offset, source_range
-from .comm import CommAborted, register_rpc_handler
 from .backend import SPLIT_AXIS
+from .cluster import connected, gpus_visible, worker_addresses
+from .comm import CommAborted, register_rpc_handler
+from .data import as_source, place_slabs, plan_ranks, slab_bounds, source_offset, source_range
 from .engine import RankSpec, run_rank
 from .progress import watch
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import os
 import time
 from abc import ABC, abstractmethod
 
@@ -30,6 +31,8 @@ import numpy as np
 
 #: seconds between checks of the abort flag while an RPC collective waits for its peers
 _POLL = 0.05
+#: SocketComm: seconds a collective polls its connections before it blocks on them
+_SPIN = 1e-3
 
 
 class CommAborted(RuntimeError):
@@ -345,10 +348,9 @@ class SocketComm(HostComm):
                 conn.setblocking(True)
                 self._peers[int(np.frombuffer(_read_exactly(conn, 8), dtype=np.int64)[0])] = conn
         self._selector = selectors.DefaultSelector()
-        for r, conn in self._peers.items():
+        for conn in self._peers.values():
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.setblocking(False)
-            self._selector.register(conn, selectors.EVENT_READ | selectors.EVENT_WRITE, r)
 
     def _check(self) -> None:
         if self._aborted or self._bootstrap.aborted:
@@ -367,7 +369,15 @@ class SocketComm(HostComm):
 
     def _exchange(self, x: np.ndarray) -> dict:
         """Send ``x`` to every peer and read every peer's piece of the same size: per peer, a
-        buffer holding its 8-byte length, then its bytes."""
+        buffer holding its 8-byte length, then its bytes. A connection is watched only for what
+        is still to do on it (writing while this piece is unsent, reading while the peer's is
+        unread): a socket that is always writable, or holds a peer's next piece early, would
+        otherwise wake the selector at once, and the wait would spin on a core that the other
+        ranks need. The first ``_SPIN`` seconds poll (yielding the core between polls), then
+        the wait blocks: a peer's piece usually arrives within tens of microseconds, and waking
+        from a blocked wait cost about 50 us a collective on a 2-core VM (the split geometric
+        solve of workflows/results/dask-cpu-20261123-hard.md took 6.8 s blocking, 2.6 s
+        polling); polling without end made three ranks on two cores 10x slower."""
         import selectors
 
         payload = memoryview(x.reshape(-1).view(np.uint8))  # (a zero-size array cannot be cast)
@@ -375,21 +385,49 @@ class SocketComm(HostComm):
         to_send = {r: frame for r in self._peers}
         buffers = {r: bytearray(8 + payload.nbytes) for r in self._peers}
         filled = dict.fromkeys(self._peers, 0)
-        while to_send or any(filled[r] < len(buffers[r]) for r in self._peers):
-            self._check()
-            for key, events in self._selector.select(timeout=_POLL):
-                r, conn = key.data, key.fileobj
-                if events & selectors.EVENT_WRITE and r in to_send:
-                    sent = conn.send(to_send[r][:_CHUNK])
-                    to_send[r] = to_send[r][sent:]
-                    if not len(to_send[r]):
-                        del to_send[r]
-                if events & selectors.EVENT_READ and filled[r] < len(buffers[r]):
-                    view = memoryview(buffers[r])[filled[r] :]
-                    n = conn.recv_into(view, min(len(view), _CHUNK))
-                    if n == 0:
-                        raise ConnectionError(f"dlap: rank {r} closed its connection during the solve")
-                    filled[r] += n
+        watched = set()
+
+        def watch(r: int) -> None:
+            events = (selectors.EVENT_WRITE if r in to_send else 0) | (
+                selectors.EVENT_READ if filled[r] < len(buffers[r]) else 0)
+            if events and r in watched:
+                self._selector.modify(self._peers[r], events, r)
+            elif events:
+                self._selector.register(self._peers[r], events, r)
+                watched.add(r)
+            elif r in watched:
+                self._selector.unregister(self._peers[r])
+                watched.discard(r)
+
+        for r in self._peers:
+            watch(r)
+        spin_until = time.perf_counter() + _SPIN
+        try:
+            while watched:
+                self._check()
+                spinning = time.perf_counter() < spin_until
+                ready = self._selector.select(timeout=0 if spinning else _POLL)
+                if not ready and spinning:
+                    os.sched_yield()  # a rank that shares this core runs first
+                for key, events in ready:
+                    r, conn = key.data, key.fileobj
+                    if events & selectors.EVENT_WRITE and r in to_send:
+                        sent = conn.send(to_send[r][:_CHUNK])
+                        to_send[r] = to_send[r][sent:]
+                        if not len(to_send[r]):
+                            del to_send[r]
+                            watch(r)
+                    if events & selectors.EVENT_READ and filled[r] < len(buffers[r]):
+                        view = memoryview(buffers[r])[filled[r] :]
+                        n = conn.recv_into(view, min(len(view), _CHUNK))
+                        if n == 0:
+                            raise ConnectionError(f"dlap: rank {r} closed its connection during the solve")
+                        filled[r] += n
+                        if filled[r] == len(buffers[r]):
+                            watch(r)
+        finally:
+            for r in list(watched):
+                self._selector.unregister(self._peers[r])
         for r, buf in buffers.items():
             if int(np.frombuffer(buf, dtype=np.int64, count=1)[0]) != payload.nbytes:
                 raise RuntimeError(f"dlap internal error: rank {r} sent a piece of another size")

@@ -408,7 +408,8 @@ def _socket_ranks(solve_id: str, rank: int, addresses: list, size: int, absent: 
     """A rank of a bare SocketComm on its worker: all-gathers ``size`` bytes of its own and
     checks every peer's piece. With ``absent``, rank 0 then skips the second collective, either
     staying connected for 2.5 s while the others are aborted after 1 s ("abort"), or closing its
-    sockets at once, as a dead worker's are closed ("leave"). Returns what the rank saw."""
+    sockets at once, as a dead worker's are closed ("leave"), or joins it 1.5 s late ("late":
+    the others report the CPU time their wait took). Returns what the rank saw."""
     import threading
 
     from distributed import get_worker
@@ -424,6 +425,12 @@ def _socket_ranks(solve_id: str, rank: int, addresses: list, size: int, absent: 
         ok = stacked.shape == (len(addresses), size) and all((stacked[r] == r).all() for r in range(len(addresses)))
         if absent is None:
             return {"ok": ok, "bytes": comm.bytes, "calls": comm.calls}
+        if absent == "late":
+            time.sleep(1.5 if rank == 0 else 0.0)
+            started, cpu = time.perf_counter(), time.thread_time()
+            comm.allgather(mine)
+            return {"ok": ok, "raised": "nothing", "after": time.perf_counter() - started,
+                    "cpu": time.thread_time() - cpu}
         if rank == 0:
             time.sleep(2.5 if absent == "abort" else 0.0)
             return {"ok": ok, "raised": None}
@@ -466,3 +473,11 @@ def test_socket_collectives_move_large_pieces_and_end_without_a_peer(client):
     assert all(r["ok"] and r["raised"] == "CommAborted" and 0.9 < r["after"] < 2.0 for r in waited), waited
     left = _run_socket_ranks(client, 1000, absent="leave")[1:]
     assert all(r["ok"] and r["raised"] == "ConnectionError" and r["after"] < 1.0 for r in left), left
+
+
+def test_a_rank_waiting_for_a_peer_does_not_spin(client):
+    """A collective whose peer comes 1.5 s late waits without burning its core (it polls for a
+    millisecond, then blocks): a spinning wait would take the core that a rank sharing it needs
+    (three ranks on two cores ran up to 10x slower)."""
+    waited = _run_socket_ranks(client, 1000, absent="late")[1:]
+    assert all(r["ok"] and r["after"] > 1.0 and r["cpu"] < 0.2 for r in waited), waited

@@ -222,13 +222,6 @@ class DistributedScaling:
         out[mine] = s.cost[rows[mine], cols[mine] - self.lo].astype(np.float64)
         return self.comm.allreduce(out, "min")
 
-    def _row_minima(self, state, v):
-        """``min_j (C[i, j] - v[j])`` for every row: each slab's, reduced over the ranks."""
-        s = self.slab
-        s.v[:] = v[self.lo : self.hi]
-        self.local.row_duals(s)
-        return self.comm.allreduce(s.u, "min")
-
     def _owner(self, col: int) -> int:
         return int(np.searchsorted(np.asarray(self.bounds), col, side="right")) - 1
 

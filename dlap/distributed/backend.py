@@ -1,7 +1,7 @@
 """The Backend primitives over a Dask cluster: one rank's slab of the matrix and a communicator.
 
-The drivers of :mod:`dlap.hungarian` (``run_classical``, ``run_tree``, ``initialise``) run on
-every rank unchanged, against :class:`DistributedBackend`: the state they are given is the rank's
+The drivers of :mod:`dlap.hungarian` (``initialise``, ``run_classical``, ``run_tree``,
+``run_hybrid``, ``solve_auto``, ``solve_scaling``) run on every rank unchanged, against :class:`DistributedBackend`: the state they are given is the rank's
 replica of the O(n) search state (assignment, duals, forest; ``allocate_graph``, the same on every
 rank), and each primitive that needs the matrix runs the local backend's kernel on the rank's slab
 and combines the ranks' parts with one collective (Date & Nagi 2016, section 5):
@@ -13,9 +13,11 @@ and combines the ranks' parts with one collective (Date & Nagi 2016, section 5):
   row's edges merged from every rank, theta over every forest row and each rank's columns);
 - columns split (tree variant, step 4b): row minima reduced, column minima gathered; the forward
   pass (Algorithm 4 with Algorithm 9 folded in) scans the frontier rows over each rank's columns,
-  one all-gather of (minimum slack, tight count) gives the dual level and one all-gather of the
-  tight columns gives every rank the next frontier: all columns tight at the level join at once
-  (a wave), so a search takes one step per (level, BFS depth) pair;
+  and one all-gather of each rank's smallest slack and candidate columns gives every rank the
+  dual level and the next frontier: all columns tight at the level join at once (a wave), so a
+  search takes one step per (level, BFS depth) pair;
+- JV initialisation (either split): column minima gathered or reduced, the reduction transfer and
+  the augmenting row reduction's rounds of bids from per-row terms combined over the ranks;
 - the graph phases (optimality check, BFS forward pass on the CSR, reverse pass, augmentation,
   the dual shifts) are the local backend's own, on the replica. The root's augmentation is
   broadcast (section 5: the root augments and broadcasts): on a GPU the paths kept are decided by
@@ -365,9 +367,7 @@ class DistributedBackend(DistributedScaling):
         count = int(mine.shape[0])
         buf = xp.zeros((WAVE_CAPACITY + 1, 3), dtype=np.float64)
         buf[0, 0], buf[0, 1] = local_min, count
-        head = mine[:WAVE_CAPACITY]
-        rows = buf[1 : 1 + head.shape[0]]
-        rows[:, 0], rows[:, 1], rows[:, 2] = head + self.lo, s.col_pred[head], s.slack[head]
+        self._offer_columns(buf[1:], mine[:WAVE_CAPACITY])
         stacked = self.comm.allgather(buf)
         header = _host(stacked[:, 0, :2])
         counts = header[:, 1].astype(np.int64)
@@ -375,12 +375,15 @@ class DistributedBackend(DistributedScaling):
         extra = counts - WAVE_CAPACITY
         if extra.max() > 0:
             rest = xp.zeros((int(extra.max()), 3), dtype=np.float64)
-            tail = mine[WAVE_CAPACITY:]
-            rest[: tail.shape[0], 0], rest[: tail.shape[0], 1] = tail + self.lo, s.col_pred[tail]
-            rest[: tail.shape[0], 2] = s.slack[tail]
+            self._offer_columns(rest, mine[WAVE_CAPACITY:])
             more = self.comm.allgather(rest)
             pieces = [p for r in range(self.comm.size) for p in (pieces[r], more[r, : max(int(extra[r]), 0)])]
         return mine, header[:, 0], xp.concatenate(pieces)
+
+    def _offer_columns(self, out, cols) -> None:
+        """Rows (global column, predecessor row, slack) of this rank's ``cols`` at the top of ``out``."""
+        s, k = self.slab, cols.shape[0]
+        out[:k, 0], out[:k, 1], out[:k, 2] = cols + self.lo, s.col_pred[cols], s.slack[cols]
 
     def tree_dual_update(self, state) -> None:
         """Algorithm 9 on the replica: forest rows gain ``level - joined``, covered columns lose it."""

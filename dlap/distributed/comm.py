@@ -22,8 +22,8 @@ makes every pending and later collective raise :class:`CommAborted`.
 from __future__ import annotations
 
 import asyncio
-import threading
 import os
+import threading
 import time
 from abc import ABC, abstractmethod
 

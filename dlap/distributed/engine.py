@@ -2,14 +2,15 @@
 
 Each rank holds one slab of the cost matrix on its device and a replica of the O(n) search state
 (assignment, duals, predecessors, the forest). Every rank runs the drivers of
-:mod:`dlap.hungarian` (the classical variant with rows split, step 4a, or the alternating tree
-variant with columns split, step 4b) against :class:`~.backend.DistributedBackend`, whose
+:mod:`dlap.hungarian` (the classical variant with rows split, step 4a; the alternating tree
+variant, the hybrid and the ε-scaling engine with columns split, step 4b; ``method="auto"`` on
+one rank, dlap.solve's own pipeline) against :class:`~.backend.DistributedBackend`, whose
 primitives run the O(n^2) phases on the slab and combine the ranks' parts with one collective
 each; what the paper's root gathers and broadcasts goes through one all-gather instead (every
 rank receives the gathered frontier or graph and applies it to its replica, the same on every
 rank), so a step costs one collective rather than a gather plus a broadcast. The classical
-variant communicates three times per dual update and never per BFS level; the tree variant twice
-per wave.
+variant communicates three times per dual update and never per BFS level; the tree variant once
+per wave; an ε-scaling search once per step.
 
 This module is the rank's task around that: joining the communicator, the watchdog that aborts
 it when another rank fails, progress events for the client and the dashboard, and the certificate

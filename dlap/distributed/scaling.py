@@ -61,12 +61,12 @@ class DistributedScaling:
         """Step 1 of :mod:`dlap.hungarian.scaling` over the column slabs; returns the greedy
         assignment's total excess, or None where a row has no finite entry."""
         self._require_columns()
-        xp, s, comm = self.xp, self.slab, self.comm
+        xp, s = self.xp, self.slab
         square = state.n_rows == state.n_cols
         state.v[:] = 0.0
         if square:
             self.local.initial_reduction(s, columns=False)
-            row_low = comm.allreduce(s.u, "min")
+            row_low = self._rows_of_slabs(s.u)
             if self._infeasible_if(row_low):
                 return None
             state.v[:] = self._columns_of_slabs(_competition_prices(s.cost, row_low, xp))
@@ -151,8 +151,8 @@ class DistributedScaling:
             self.tallies["searches"] += 1
             end, length, done, dist = self._search(state, i0)
             state.v[done] -= xp.maximum(length - dist, eps)
-            self._load_duals(state)
-            mine = done[(done >= self.lo) & (done < self.hi)] - self.lo
+            mine = done[(done >= self.lo) & (done < self.hi)] - self.lo  # only their prices changed
+            s.v[mine] = state.v[mine + self.lo]
             s.v_open[mine] = s.v[mine]
             if end < 0:
                 return False
@@ -206,7 +206,7 @@ class DistributedScaling:
 
     def exact_duals(self, state) -> None:
         """``u[i] = C[i, row_match[i]] - v[row_match[i]]``, each from the slab holding the column."""
-        state.u[:] = self.matched_at(state, self.xp.arange(state.n_rows), state.row_match) - state.v[state.row_match]
+        state.u[:] = self.matched_costs(state) - state.v[state.row_match]
 
     def matched_costs(self, state):
         return self.matched_at(state, self.xp.arange(state.n_rows), state.row_match)

@@ -163,7 +163,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     workers = plan.workers
     gpu = _ranks_on_gpus(client, workers, device)
     lenders = [] if gpu or method != "auto" else _lenders(client, workers[0], candidates[:offered])
-    threads = sum(_nthreads(client, w) for w in workers + lenders) if lenders else None
+    threads = _nthreads(client, workers + lenders) if lenders else None
     solve_id = uuid.uuid4().hex[:12]
     topic, abort_name = f"dlap-progress-{solve_id}", f"dlap-abort-{solve_id}"
     lock = MultiLock(names=[f"dlap-worker-{w}" for w in workers + lenders], client=client)
@@ -244,8 +244,10 @@ def _lenders(client, worker, offered) -> list:
     return [w for w in offered if w != worker and get_address_host(w) == host]
 
 
-def _nthreads(client, worker) -> int:
-    return int(client.scheduler_info(n_workers=-1)["workers"][worker]["nthreads"])
+def _nthreads(client, workers) -> int:
+    """The threads of ``workers`` together, from one look at the scheduler."""
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    return sum(int(info[w]["nthreads"]) for w in workers)
 
 
 def _worker_capacity(dask_worker=None) -> tuple[bool, tuple[int, int]]:
@@ -253,10 +255,8 @@ def _worker_capacity(dask_worker=None) -> tuple[bool, tuple[int, int]]:
     one, the host's memory) in bytes."""
     import psutil
 
-    from .cluster import gpus_visible
-
     gpu_bytes = 0
-    if gpus_visible() > 0:
+    if _gpu_worker() is not None:
         import cupy
 
         gpu_bytes = int(cupy.cuda.runtime.memGetInfo()[1])

@@ -256,7 +256,8 @@ class DistributedBackend(DistributedScaling):
         self._load_duals(state)
         nnz = self.local.compress(s)
         counts = s.row_ptr[1:] - s.row_ptr[:-1]
-        cols = s.col_idx[:nnz].astype(np.int64) + (self.lo if self.split == 1 else 0)
+        # the local backend's index dtype: the GPU's forward pass reads 32-bit column indices
+        cols = (s.col_idx[:nnz] + (self.lo if self.split == 1 else 0)).astype(s.col_idx.dtype, copy=False)
         state.col_idx = self.comm.allgatherv(cols)
         if self.split == 0:
             counts = self.comm.allgatherv(counts)

@@ -213,6 +213,50 @@ def test_an_optimum_of_cost_zero_proves_itself():
     assert bools.stats.method == "scaling" and bools.objective == result.objective == 0
 
 
+# ---------------------------------------------------------------- the ε-phases' half-width copy
+
+
+@pytest.mark.parametrize("family", ["geometric", "geometric-benefit", "geometric-disjoint"])
+def test_the_epsilon_phases_read_a_half_width_copy(family, monkeypatch):
+    """Float64 costs: the ε-phases scan a float32 copy (stats say so), the exact phase the matrix
+    itself, so the answer is the optimum of the matrix (the duals certify it) and the same as
+    without the copy; the caller's array is untouched."""
+    maximize = family in generate.MAXIMIZE
+    cost = generate.family(family, 400, seed=5)
+    before = cost.copy()
+    narrow = dlap.solve(cost, method="scaling", device="cpu", maximize=maximize)
+    assert narrow.stats.phase_counts["scaling_narrowed"] == 1
+    monkeypatch.setattr(CPUBackend, "narrow_copy", lambda self, cost, dtype: None)
+    plain = dlap.solve(cost, method="scaling", device="cpu", maximize=maximize)
+    assert plain.stats.phase_counts["scaling_narrowed"] == 0
+    assert narrow.objective == plain.objective
+    assert narrow.verify(cost).optimal
+    np.testing.assert_array_equal(cost, before)
+
+
+def test_no_half_width_copy_where_an_entry_does_not_fit():
+    """A finite float64 entry beyond float32's range (it would become +inf, a forbidden pair, in
+    the copy) or an int64 entry beyond int32's: the ε-phases read the matrix itself; the copy
+    is made for int64 entries that all fit (exact), and for +inf (forbidden stays forbidden)."""
+    rng = np.random.default_rng(3)
+    points = generate.geometric(200, seed=3)
+    huge = points.copy()
+    huge[7, 11] = 1e300
+    forbidden = points.copy()
+    forbidden[rng.random(points.shape) < 0.05] = np.inf
+    wide = np.rint(points * 1e3).astype(np.int64)
+    too_wide = wide.copy()
+    too_wide[3, 4] = 2**40
+    for cost, made in [(huge, 0), (forbidden, 1), (wide, 1), (too_wide, 0)]:
+        result = assert_same_optimum(cost, method="scaling", device="cpu")
+        assert result.stats.phase_counts["scaling_narrowed"] == made
+    backend = CPUBackend()
+    state = backend.allocate(prepare(wide))
+    rough = backend.narrowed(state)
+    assert rough.cost.dtype == np.int32 and (rough.cost == wide).all()
+    assert rough.v is state.v and rough.row_match is state.row_match  # one state, two matrices
+
+
 # ---------------------------------------------------------------- rounds of bids (the GPU's path)
 # The GPU starts every phase with rounds of bids by all free rows at once (parallel_bidding); the
 # CPU backend implements the same rounds with the same rule, and runs them here. BIDDING_TAIL = 0

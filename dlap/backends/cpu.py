@@ -12,6 +12,18 @@ from . import cpu_kernels as k
 from . import cpu_scaling as ks
 from .base import FLOAT_TOL_SCALE, Backend, bidding_loop, install_assignment
 
+def available_memory() -> int:
+    """Bytes of host memory available to a new allocation (Linux's MemAvailable; 0 where unknown)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 #: augmenting row reduction: passes (as JV) and row visits per pass, in multiples of n
 ARR_PASSES = 2
 ARR_BUDGET_PER_ROW = 4
@@ -155,6 +167,16 @@ class CPUBackend(Backend):
         kept = picked >= 0
         install_assignment(state, order[kept], picked[kept])
         return math.fsum(excess.tolist())
+
+    def narrow_copy(self, cost, dtype):
+        copy = np.empty(cost.shape, dtype=dtype)
+        limit = float(np.finfo(dtype).max if dtype.kind == "f" else np.iinfo(dtype).max)
+        beyond = np.empty(cost.shape[0], dtype=np.int64)
+        ks.narrow_copy(cost, copy, limit, beyond)
+        return None if beyond.any() else copy
+
+    def free_memory(self):
+        return available_memory()
 
     def bidding_rounds(self, state, eps, tail, max_rounds, stall, keep_share):
         if state.bids is None:  # scratch of the bids: per free row, then per column

@@ -184,6 +184,21 @@ def greedy_excess(C, v, u, order, picked, excess):
         excess[q] = (np.float64(C[order[q], j]) - v[j]) - u[order[q]] if j >= 0 else 0.0
 
 
+@njit(cache=True, parallel=True, nogil=True)
+def narrow_copy(C, out, limit, beyond):
+    """``out[:] = C`` in ``out``'s narrower dtype (the ε-phases' copy, ``Backend.narrowed``);
+    ``beyond[i]``: row i's finite entries beyond ``±limit``, which ``out`` cannot hold."""
+    n_rows, n_cols = C.shape
+    for i in prange(n_rows):
+        count = 0
+        for j in range(n_cols):
+            x = C[i, j]
+            out[i, j] = x
+            if (x > limit or x < -limit) and x != INF and x != -INF:
+                count += 1
+        beyond[i] = count
+
+
 # --------------------------------------------------------------------------------------------
 # One phase: a shortest augmenting path search per row, from an empty assignment
 # --------------------------------------------------------------------------------------------

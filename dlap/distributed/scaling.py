@@ -51,6 +51,11 @@ class DistributedScaling:
         dominate, 1.8 s against 2.8 s: workflows/results/dask-cpu-20261123-hard.md)."""
         return self.local.parallel_bidding
 
+    def narrowed(self, state):
+        """The ε-phases read the slabs themselves: no half-width copy across the ranks (each
+        rank's slab would need its own; not measured)."""
+        return None
+
     def _require_columns(self) -> None:
         if self.split != 1:
             raise RuntimeError("dlap internal error: the Dask engine's ε-scaling runs on column slabs")

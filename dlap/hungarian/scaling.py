@@ -170,12 +170,19 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
         raise InfeasibleError()
     integer = state.cost.dtype.kind in "iu"
     theta = SCALING_FACTOR_WITH_BIDS if backend.parallel_bidding else SCALING_FACTOR
-    for k, eps in enumerate(epsilon_schedule(excess, state.n_rows, integer, theta)):
+    schedule = epsilon_schedule(excess, state.n_rows, integer, theta)
+    rough = None
+    if schedule:
+        with phase("narrow_copy"):
+            rough = backend.narrowed(state)  # the ε-phases' half-width copy of the matrix
+        stats.phase_counts["scaling_narrowed"] = int(rough is not None)
+    for k, eps in enumerate(schedule):
         with phase("scaling_phase"):
             # alternate the row order: the rows that came last in one phase come first in the next
-            feasible = scaling_phase(backend, state, eps, k % 2 == 0, stats.phase_counts)
+            feasible = scaling_phase(backend, rough or state, eps, k % 2 == 0, stats.phase_counts)
         if not feasible:
             raise InfeasibleError()
+    del rough
     with phase("exact_phase"):
         feasible = exact_phase(backend, state, stats.phase_counts, keep=excess == 0)
     if not feasible:

@@ -159,10 +159,13 @@ HARD_CASES = [(fam, n) for fam in ("geometric", "geometric-int", "geometric-3d",
 
 @pytest.fixture
 def cpu_bids(monkeypatch):
-    """The CPU backend bids in rounds as the GPU does, so the two run the same sequence."""
+    """The CPU backend bids in rounds as the GPU does, and its ε-phases read the matrix itself
+    (no half-width copy, as on the GPU), so the two run the same sequence."""
+    from dlap.backends.base import Backend
     from dlap.backends.cpu import CPUBackend
 
     monkeypatch.setattr(CPUBackend, "parallel_bidding", True)
+    monkeypatch.setattr(CPUBackend, "narrow_copy", Backend.narrow_copy)
 
 
 LAYOUTS = [(layout, True) for layout in ("cluster-auto", "cluster-1", "cluster-2", "cluster-8", "device-memory")]

@@ -12,6 +12,7 @@ from . import cpu_kernels as k
 from . import cpu_scaling as ks
 from .base import FLOAT_TOL_SCALE, Backend, bidding_loop, install_assignment
 
+
 def available_memory() -> int:
     """Bytes of host memory available to a new allocation (Linux's MemAvailable; 0 where unknown)."""
     try:

@@ -39,7 +39,9 @@ Jonker-Volgenant initialisation (``stats.method == "tree"``, ``phase_counts["sca
 
 ``stats.iterations`` counts the searches (one augmenting path each),
 ``phase_counts["rows_scanned"]`` their row scans, ``phase_counts["scaling_phase"]`` the ε-phases,
-``phase_counts["bidding_rounds"]`` and ``["bids"]`` the rounds of bids and the bids made in them.
+``phase_counts["bidding_rounds"]`` and ``["bids"]`` the rounds of bids and the bids made in them,
+``["scaling_narrowed"]`` whether the ε-phases read a half-width copy of the matrix
+(``Backend.narrowed``: the CPU's, where float64 or int64 costs fit float32 or int32).
 """
 
 from __future__ import annotations
@@ -179,10 +181,11 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
     for k, eps in enumerate(schedule):
         with phase("scaling_phase"):
             # alternate the row order: the rows that came last in one phase come first in the next
-            feasible = scaling_phase(backend, rough or state, eps, k % 2 == 0, stats.phase_counts)
+            feasible = scaling_phase(backend, state if rough is None else rough, eps, k % 2 == 0,
+                                     stats.phase_counts)
         if not feasible:
             raise InfeasibleError()
-    del rough
+    del rough  # the copy's memory, back before the exact phase
     with phase("exact_phase"):
         feasible = exact_phase(backend, state, stats.phase_counts, keep=excess == 0)
     if not feasible:

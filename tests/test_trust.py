@@ -268,3 +268,29 @@ def test_a_result_does_not_keep_the_matrix_alive():
     with pytest.raises(ValueError, match=r"matrix is gone.*result\.verify\(cost\)"):
         result.verify()
     assert result.verify(kept).optimal and copied.verify(kept).optimal
+
+
+def test_a_zero_slack_graph_that_loses_edges_ends_in_an_error_not_a_hang():
+    """The Dask engine's GPU ranks once all-gathered the CSR's column indices in 64 bits, which
+    the GPU's forward pass reads as 32: the classical variant then made dual updates forever.
+    A backend whose compression loses edges now ends the solve with an internal error once more
+    dual updates than columns found no path (each one covers a new column)."""
+    import dlap.generate
+    from dlap.backends.cpu import CPUBackend
+    from dlap.hungarian.classical import solve_classical
+    from dlap.problem import prepare
+    from dlap.result import Stats
+
+    class LosesEdges(CPUBackend):
+        def compress(self, state):
+            super().compress(state)
+            state.row_ptr[:] = 0  # every row's edges gone
+            return 0
+
+    cost = dlap.generate.uniform(40, 10.0, seed=3)
+    backend = LosesEdges()
+    with pytest.raises(RuntimeError, match="internal error: 41 dual updates"):
+        solve_classical(backend, backend.allocate(prepare(cost)), Stats())
+    state = CPUBackend().allocate(prepare(cost))  # the real one solves it
+    solve_classical(CPUBackend(), state, Stats())
+    assert cost[np.arange(40), state.row_match].sum() == dlap.solve(cost).objective

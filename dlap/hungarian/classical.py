@@ -46,12 +46,19 @@ def classical_iterations(
     """Iterate the classical variant until no row is free, or until a forward pass finds no path
     after ``max_dual_updates`` dual updates (the hybrid's switch). Returns the rows left free."""
     compressed = False
+    fruitless = 0  # dual updates since the last augmenting path
     while n_free := check(backend, state, phase, report):
         if classical_search(backend, state, stats, phase, compressed):
-            compressed = True
+            compressed, fruitless = True, 0
         elif stats.dual_updates < max_dual_updates:
+            if fruitless > state.n_cols:
+                # each dual update makes a new column tight for a forest row, so the next forward
+                # pass covers one more column or reaches a free one: n_cols updates at most
+                raise RuntimeError(
+                    f"dlap internal error: {fruitless} dual updates in a row found no augmenting "
+                    "path (the zero-slack graph lost edges); the solve cannot progress")
             classical_dual_update(backend, state, stats, phase)
-            compressed = False
+            compressed, fruitless = False, fruitless + 1
         else:
             return n_free
     return 0

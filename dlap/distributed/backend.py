@@ -317,7 +317,11 @@ class DistributedBackend(DistributedScaling):
         g.rows_q[:n_roots] = frontier
         n_q, n_forest, n_rev, level = n_roots, 0, 0, 0.0
         shift = -g.u[frontier]
+        waves = 0
         while not (n_rev > 0 and not collect_ties):
+            waves += 1
+            if waves > 2 * g.n_cols + 2:  # a wave covers a column, or raises the level for the next
+                raise RuntimeError("dlap internal error: the tree search across the ranks stopped making progress")
             if frontier.shape[0]:
                 self.local.tree_scan(s, frontier, shift, int(frontier.shape[0]))
                 self.tallies["rows_scanned"] += int(frontier.shape[0])

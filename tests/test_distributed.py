@@ -172,6 +172,29 @@ def test_scaling_on_one_two_and_three_ranks(client, family):
         dd.solve(da.from_array(cost[:, :80]), client, method="scaling", device="cpu")
 
 
+@pytest.mark.parametrize("family", ["geometric", "geometric-benefit", "machol-wien", "geometric-disjoint"])
+def test_scaling_across_ranks_is_the_one_process_engine_bit_for_bit(client, family, monkeypatch):
+    """Column slabs of two and three ranks, even or not: the same assignment, the same duals to
+    the last bit, the same searches and row scans as ``dlap.solve(method="scaling")`` in this
+    process, whose ε-phases then read the matrix itself (the Dask ranks make no half-width copy)."""
+    from dlap.backends.base import Backend
+    from dlap.backends.cpu import CPUBackend
+
+    monkeypatch.setattr(CPUBackend, "narrow_copy", Backend.narrow_copy)
+    cost = dlap.generate.family(family, 300, seed=5)
+    maximize = family in dlap.generate.MAXIMIZE
+    alone = dlap.solve(cost, method="scaling", maximize=maximize, device="cpu")
+    for k, widths in ((2, (150, 150)), (3, (100, 120, 80))):
+        split = dd.solve(da.from_array(cost, chunks=(300, widths)), client, method="scaling", maximize=maximize,
+                         device="cpu", n_workers=k)
+        assert split.stats.phase_counts["ranks"] == k
+        np.testing.assert_array_equal(split.col_ind, alone.col_ind)
+        np.testing.assert_array_equal(split.col_duals, alone.col_duals)
+        np.testing.assert_array_equal(split.row_duals, alone.row_duals)
+        assert split.stats.iterations == alone.stats.iterations
+        assert split.stats.phase_counts["rows_scanned"] == alone.stats.phase_counts["rows_scanned"]
+
+
 @pytest.fixture
 def small_workers():
     """Two workers with 20 MB each (memory management off, so they live): a matrix of more

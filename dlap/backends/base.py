@@ -238,25 +238,15 @@ class Backend(ABC):
         float32's range), the copy would not fit in free memory twice over, or the backend makes
         no copy (:meth:`narrow_copy`; the GPU's searches wait on latency, not on memory: with the
         copy an H200 took 1.1x to 2x longer, workflows/results/scaling-gpu-20261123-narrow-ab.log)."""
-        cost = state.cost
-        narrow = NARROWER.get(np.dtype(cost.dtype))
-        if narrow is None or 2 * cost.size * narrow.itemsize > self.free_memory():
-            return None
-        copy = self.narrow_copy(cost, narrow)
-        if copy is None:
-            return None
-        rough = dataclasses.replace(state)
-        rough.cost = copy
-        return rough
+        narrow = NARROWER.get(np.dtype(state.cost.dtype))
+        copy = None if narrow is None else self.narrow_copy(state.cost, narrow)
+        return None if copy is None else dataclasses.replace(state, cost=copy)
 
     def narrow_copy(self, cost, dtype):
-        """``cost`` in ``dtype`` (see :meth:`narrowed`), or None where a finite entry does not fit
-        or the backend makes no copy (the default)."""
+        """``cost`` in ``dtype`` (see :meth:`narrowed`), or None where a finite entry does not fit,
+        the copy would not fit in free memory twice over, or the backend makes no copy (the
+        default)."""
         return None
-
-    def free_memory(self) -> int:
-        """Bytes free where this backend holds its matrices."""
-        return 0
 
     def empty_assignment(self, state: HungarianState) -> None:
         """ε-scaling, start of a phase: every row unassigned, and listed as free."""

@@ -170,14 +170,13 @@ class CPUBackend(Backend):
         return math.fsum(excess.tolist())
 
     def narrow_copy(self, cost, dtype):
+        if 2 * cost.size * dtype.itemsize > available_memory():
+            return None
         copy = np.empty(cost.shape, dtype=dtype)
         limit = float(np.finfo(dtype).max if dtype.kind == "f" else np.iinfo(dtype).max)
         beyond = np.empty(cost.shape[0], dtype=np.int64)
         ks.narrow_copy(cost, copy, limit, beyond)
         return None if beyond.any() else copy
-
-    def free_memory(self):
-        return available_memory()
 
     def bidding_rounds(self, state, eps, tail, max_rounds, stall, keep_share):
         if state.bids is None:  # scratch of the bids: per free row, then per column

@@ -320,7 +320,7 @@ class DistributedBackend(DistributedScaling):
         waves = 0
         while not (n_rev > 0 and not collect_ties):
             waves += 1
-            if waves > 2 * g.n_cols + 2:  # a wave covers a column, or raises the level for the next
+            if waves > 2 * g.n_cols + 2:  # every wave covers a column (n_cols + 1 at most), with a margin
                 raise RuntimeError("dlap internal error: the tree search across the ranks stopped making progress")
             if frontier.shape[0]:
                 self.local.tree_scan(s, frontier, shift, int(frontier.shape[0]))

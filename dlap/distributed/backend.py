@@ -1,10 +1,11 @@
 """The Backend primitives over a Dask cluster: one rank's slab of the matrix and a communicator.
 
 The drivers of :mod:`dlap.hungarian` (``initialise``, ``run_classical``, ``run_tree``,
-``run_hybrid``, ``solve_auto``, ``solve_scaling``) run on every rank unchanged, against :class:`DistributedBackend`: the state they are given is the rank's
-replica of the O(n) search state (assignment, duals, forest; ``allocate_graph``, the same on every
-rank), and each primitive that needs the matrix runs the local backend's kernel on the rank's slab
-and combines the ranks' parts with one collective (Date & Nagi 2016, section 5):
+``run_hybrid``, ``solve_auto``, ``solve_scaling``) run on every rank unchanged, against
+:class:`DistributedBackend`: the state they are given is the rank's replica of the O(n) search
+state (assignment, duals, forest; ``allocate_graph``, the same on every rank), and each
+primitive that needs the matrix runs the local backend's kernel on the rank's slab and combines
+the ranks' parts with one collective (Date & Nagi 2016, section 5):
 
 - rows split (classical variant, step 4a): the initial reduction's row minima are gathered and its
   column minima reduced; the zero-slack edges of each rank's rows are compressed and gathered into
@@ -60,7 +61,8 @@ class DistributedBackend(DistributedScaling):
         self.bounds, self.rank = bounds, rank
         self.lo, self.hi = bounds[rank], bounds[rank + 1]
         self.level = 0.0  # the dual level the last tree forward pass reached
-        self.tallies = {"dual_updates": 0, "searches": 0, "rows_scanned": 0, "waves": 0, "zero_slack_edges": 0}
+        self.tallies = dict.fromkeys(
+            ("dual_updates", "searches", "rows_scanned", "waves", "zero_slack_edges"), 0)
 
     # ------------------------------------------------------------------ shared
 
@@ -152,7 +154,8 @@ class DistributedBackend(DistributedScaling):
         """Rounds of bids by every free row (the rule of ``Backend.bidding_rounds``): each row's
         terms from the ranks' slabs (:meth:`_row_minima_terms`, one collective), the bids
         resolved on the replica, the same on every rank."""
-        return bidding_loop(state, lambda: self._bidding_round(state, eps), tail, max_rounds, stall, keep_share)
+        return bidding_loop(state, lambda: self._bidding_round(state, eps), tail, max_rounds, stall,
+                            keep_share)
 
     def _bidding_round(self, state, eps: float) -> int:
         xp = self.xp
@@ -321,7 +324,8 @@ class DistributedBackend(DistributedScaling):
         while not (n_rev > 0 and not collect_ties):
             waves += 1
             if waves > 2 * g.n_cols + 2:  # every wave covers a column (n_cols + 1 at most), with a margin
-                raise RuntimeError("dlap internal error: the tree search across the ranks stopped making progress")
+                raise RuntimeError(
+                    "dlap internal error: the tree search across the ranks stopped making progress")
             if frontier.shape[0]:
                 self.local.tree_scan(s, frontier, shift, int(frontier.shape[0]))
                 self.tallies["rows_scanned"] += int(frontier.shape[0])

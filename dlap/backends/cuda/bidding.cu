@@ -17,13 +17,19 @@
 // minimum-reduced-cost column and u = min_j (C - v) stays feasible with complementary slackness
 // (with eps > 0, within eps of it: Bertsekas' ε-complementary slackness).
 //
-// A round is three steps separated by grid barriers (bids; the winner of each column; winners
-// take their columns and every row left free is listed for the next round), so a round costs
-// what one row's scan and three barriers cost, with no host round trip; the stop rules run on
-// the device too (the driver's: scaling.bidding).
+// A round is three steps separated by grid barriers (bids, each row scanned by a group of
+// threads sized to the round's free rows; the winner of each column; winners take their columns
+// and every row left free is listed for the next round), so a round costs what its rows' scans
+// and three barriers cost, with no host round trip; the stop rules run on the device too (the
+// driver's: scaling.bidding).
 
 #define BID_THREADS 1024
-#define BID_BATCH 4  // row entries a thread loads at once, before it uses the first
+// Row entries a thread loads at once, before it uses the first: 6 took 1% to 4% less time in the
+// rounds of bids than 4 on an H200, and 8 spills registers and lost
+// (workflows/results/scaling-gpu-20261123-bid-batch-ab.log)
+#ifndef BID_BATCH
+#define BID_BATCH 6
+#endif
 
 struct Candidate {
     double value;
@@ -48,19 +54,34 @@ __device__ __forceinline__ Candidate shfl(const Candidate& c, int o) {
     return Candidate{__shfl_xor_sync(0xffffffffu, c.value, o), __shfl_xor_sync(0xffffffffu, c.col, o)};
 }
 
-// Row i's bid (thread 0 of the block gets it): the column it bids for (-1: none) and the
-// decrement. v and col_match are read through L2: other blocks wrote them last round.
+// Threads that bid for one row: the power of two from 32 to blockDim.x at which the free rows
+// fill the grid's threads (a whole block per row once fewer rows than blocks are free). A row
+// scan is a chain of dependent loads, so one block per row left most of the memory system idle
+// while hundreds of rows were free (GEOM benefit n = 10000 on an H200: 118 us per round of 1,359
+// bids on average); a group of a few warps per row keeps as many loads in flight as the rows allow.
+__device__ __forceinline__ int bid_group_threads(int n_free, long long n_threads) {
+    int threads = blockDim.x;
+    while (threads > 32 && static_cast<long long>(n_free) * threads > n_threads) threads >>= 1;
+    return threads;
+}
+
+// The bid of the row that the group of `group_threads` threads holding this thread scans (its
+// first thread gets it): the column it bids for (-1: none) and the decrement. Every thread of the
+// block calls this together (row == nullptr: no row for this group). v and col_match are read
+// through L2: other blocks wrote them last round. The bid is the same whatever the group's size
+// (minima with ties to the lowest column).
 template <typename T>
-__device__ void row_bid(const T* row, int n_cols, const double* v, const int* col_match, double eps,
-                        Candidate* s1, Candidate* s2, Candidate* sf, int& target, double& dec) {
+__device__ void row_bid(const T* row, int group_threads, int n_cols, const double* v, const int* col_match,
+                        double eps, Candidate* s1, Candidate* s2, Candidate* sf, int& target, double& dec) {
     const Candidate none{DLAP_INF, 0x7fffffff};
     Candidate c1 = none, c2 = none, cf = none;
-    for (int j0 = threadIdx.x; j0 < n_cols; j0 += BID_BATCH * blockDim.x) {
+    const int rank = threadIdx.x & (group_threads - 1);
+    for (int j0 = row ? rank : n_cols; j0 < n_cols; j0 += BID_BATCH * group_threads) {
         double c[BID_BATCH], vv[BID_BATCH];
         int owner[BID_BATCH];
 #pragma unroll
         for (int b = 0; b < BID_BATCH; ++b) {
-            const int j = j0 + b * blockDim.x;
+            const int j = j0 + b * group_threads;
             const bool in = j < n_cols;
             c[b] = in ? widen(__ldg(row + j)) : 0.0;
             vv[b] = in ? ld(v + j) : 0.0;
@@ -68,7 +89,7 @@ __device__ void row_bid(const T* row, int n_cols, const double* v, const int* co
         }
 #pragma unroll
         for (int b = 0; b < BID_BATCH; ++b) {
-            const int j = j0 + b * blockDim.x;
+            const int j = j0 + b * group_threads;
             if (j >= n_cols) break;
             const Candidate x{c[b] - vv[b], j};
             if (before(x, c2)) merge_two(c1, c2, x, none);
@@ -80,16 +101,16 @@ __device__ void row_bid(const T* row, int n_cols, const double* v, const int* co
         const Candidate of = shfl(cf, o);
         if (before(of, cf)) cf = of;
     }
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n_warps = blockDim.x >> 5;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, group_warps = group_threads >> 5;
     __syncthreads();  // the previous row's reads of s1, s2, sf are done
     if (lane == 0) { s1[warp] = c1; s2[warp] = c2; sf[warp] = cf; }
     __syncthreads();
     target = -1;
     dec = 0.0;
-    if (warp == 0) {
-        c1 = lane < n_warps ? s1[lane] : none;
-        c2 = lane < n_warps ? s2[lane] : none;
-        cf = lane < n_warps ? sf[lane] : none;
+    if (warp % group_warps == 0) {  // the group's first warp merges its warps' summaries
+        c1 = lane < group_warps ? s1[warp + lane] : none;
+        c2 = lane < group_warps ? s2[warp + lane] : none;
+        cf = lane < group_warps ? sf[warp + lane] : none;
         for (int o = 16; o > 0; o >>= 1) {
             merge_two(c1, c2, shfl(c1, o), shfl(c2, o));
             const Candidate of = shfl(cf, o);
@@ -131,11 +152,16 @@ bidding_rounds(const T* C, int n_cols, double* v, double eps, int* row_match, in
         // the count of this round's next list: its slot was last read two rounds ago
         u64* listed = &ctl[CTL_ROTATE + (rounds & 1)];
         if (tid == 0) *listed = 0;
-        for (int f = blockIdx.x; f < n_free; f += gridDim.x) {
+        const int group_threads = bid_group_threads(n_free, n_threads), groups = blockDim.x / group_threads;
+        const int group = threadIdx.x / group_threads;
+        // block-uniform bounds: every thread of a block takes part in each row_bid's barriers
+        for (int f0 = blockIdx.x * groups; f0 < n_free; f0 += gridDim.x * groups) {
+            const int f = f0 + group;
             int target;
             double dec;
-            row_bid(C + static_cast<size_t>(ld(list + f)) * n_cols, n_cols, v, col_match, eps, s1, s2, sf, target, dec);
-            if (threadIdx.x == 0) {
+            row_bid(f < n_free ? C + static_cast<size_t>(ld(list + f)) * n_cols : nullptr, group_threads, n_cols, v,
+                    col_match, eps, s1, s2, sf, target, dec);
+            if (f < n_free && threadIdx.x % group_threads == 0) {
                 bid_col[f] = target;
                 bid_dec[f] = dec;
                 if (target >= 0) atomicMax(&col_best[target], ordered(dec));

@@ -141,7 +141,9 @@ def solve(
     reference = MatrixReference(cost)  # the caller's own array (a view dlap makes of it dies at once)
     if device == "cpu" and is_device_array(cost):
         cost = cost.get()  # the CPU solves a host copy; results go back to the caller's GPU
-    problem = prepare(cost, maximize)
+    # a GPU solve checks (and negates) a float matrix on the GPU, as it copies it there; DGS's
+    # host start reads the matrix as prepared
+    problem = prepare(cost, maximize, deferred=device == "gpu" and method != "dgs")
     stats = Stats(device=device)
     if problem.matrix.size == 0:
         row_match, u, v = np.empty(0, dtype=np.int64), np.zeros(problem.n_rows), np.zeros(problem.n_cols)

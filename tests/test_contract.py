@@ -111,6 +111,19 @@ def test_callers_array_is_never_modified(options):
         assert cost.flags.writeable == flags
 
 
+def test_only_a_gpu_bound_host_float_matrix_is_deferred():
+    """prepare(deferred=True) hands the GPU the caller's float matrix as it is (the GPU checks and
+    negates its own copy); anything that needs a new matrix on the host is prepared there."""
+    from dlap.problem import prepare
+
+    cost = np.random.default_rng(3).random((4, 6))
+    problem = prepare(cost, maximize=True, deferred=True)
+    assert problem.deferred and problem.matrix is cost and problem.maximize
+    assert not prepare(cost, maximize=True).deferred
+    for other in (cost.T, cost[:, ::2], cost.astype(np.float16), (cost * 9).astype(np.int64)):
+        assert not prepare(other, maximize=True, deferred=True).deferred
+
+
 def test_read_only_and_non_contiguous_input():
     base = np.random.default_rng(2).random((8, 12))
     view = base[:, ::2]

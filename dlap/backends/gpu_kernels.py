@@ -30,7 +30,7 @@ _TYPES = {
 }
 _TEMPLATES = {
     "reduction": (
-        "row_minimum", "column_minimum_bands", "initial_assignment", "jv_reduction_transfer",
+        "row_minimum", "column_minimum_bands", "initial_assignment", "jv_reduction_transfer", "invalid_entries",
     ),
     "classical": ("compress_count", "compress_fill", "classical_theta"),
     "forward": ("tree_forward_pass",),

@@ -3,6 +3,19 @@
 // run of bidding.cu's rounds of bids with eps = 0).
 // Every kernel keeps the duals feasible; v only ever decreases.
 
+// Whether a float matrix, in minimisation form, holds NaN or -inf, scipy's invalid entries (flag =
+// 1): the check of a host matrix that dlap.problem left to the GPU, made on each chunk as it lands.
+template <typename T>
+__global__ void invalid_entries(const T* C, long long n, int* flag) {
+    for (long long k = global_thread(); k < n; k += grid_threads()) {
+        const double x = widen(C[k]);
+        if (x != x || x == -DLAP_INF) {
+            *flag = 1;
+            return;
+        }
+    }
+}
+
 // Row reduction (Algorithm 1): u[i] = min_j (C[i][j] - v[j]), with v = 0 for the paper's
 // reduction; with the column duals it is the last step of JV initialisation (the largest row
 // duals that keep v feasible).

@@ -130,6 +130,24 @@ def test_auto_hands_structured_costs_to_scaling(family):
     assert result.stats.phase_counts["handover_iteration"] <= 5  # after four iterations of few paths
 
 
+def test_the_hand_over_waits_for_the_iteration_after_a_dual_update():
+    """The windows an H200 ran on uniform f = 1, n = 20000 (2077 rows free after JV; 0 is an
+    iteration that ended in a dual update; scaling-gpu-20261123-auto-repro.log): the one that
+    was handed over (then 7 s in ε-scaling) waits for the iteration after its dual update, which
+    augmented about 400 paths in every other run; structured windows still hand over."""
+    from dlap.hungarian.auto import stalled
+
+    n_rows = 20000
+    assert not stalled([21, 1, 1, 0], 2077 - 990 - 169 - 21 - 2, n_rows, searching=False)
+    assert not stalled([1, 1, 0, 408], 886, n_rows, searching=False)
+    assert stalled([1, 0, 1, 1], 1400, n_rows, searching=False)  # geometric-like
+    assert stalled([0, 0, 1, 0], 1999, n_rows, searching=False)  # Machol-Wien-like
+    assert stalled([1, 1, 1, 1], 1400, n_rows, searching=True)  # the tree variant's searches
+    assert not stalled([1, 1, 1, 1], 1400, n_rows, searching=False)  # no dual update seen yet
+    assert not stalled([1, 0, 1], 1400, n_rows, searching=False)  # the window is not full
+    assert not stalled([1, 0, 1, 1], 399, n_rows, searching=False)  # under 2% free: finish here
+
+
 @pytest.mark.parametrize("family, f", [("uniform", 1.0), ("uniform", 10.0), ("float", None), ("ties", None)])
 def test_auto_keeps_the_variants_for_iid_costs(family, f):
     result = dlap.solve(generate.family(family, 300, f, seed=1), device="cpu")

@@ -13,7 +13,8 @@ or tree by the cost range) and hands a square matrix that JV left with more than
 ``SCALING_FREE_FRACTION`` of its rows free over to ε-scaling at the first optimality check where
 more than ``SCALING_MIN_FREE_FRACTION`` are still free and the last four iterations augmented
 fewer than one in ``SCALING_PATH_SHARE`` of them together (an iteration that ended in a dual
-update augmented none). The engine starts over from its own prices. (Handing over at once
+update augmented none), one of them the iteration after a dual update (:func:`stalled`). The
+engine starts over from its own prices. (Handing over at once
 where JV leaves most rows free was tried and dropped: on the GPU, JV leaves 97% to 99% of a
 tie-heavy matrix free, whose rows the hybrid then matches in a few iterations of many paths each,
 1.5x to 3x faster than the engine; workflows/results/scaling-gpu-20261123-keep-probe.log.)
@@ -49,6 +50,23 @@ SCALING_PATH_SHARE = 16
 SCALING_WINDOW = 4
 
 
+def stalled(window: list[int], n_free: int, n_rows: int, searching: bool) -> bool:
+    """Whether the last iterations' paths (``window``, oldest first; 0: an iteration that ended in a
+    dual update) say structured costs: the window is full, more than ``SCALING_MIN_FREE_FRACTION``
+    of the rows are free, the window augmented fewer than one in ``SCALING_PATH_SHARE`` of them,
+    and, unless the variant is ``searching`` (the tree variant, whose iterations fold their dual
+    updates into the search), the window holds an iteration that followed a dual update. That last
+    clause is what a dual update tells apart: on uniform costs it opens many zero-slack edges and
+    the next iteration augments hundreds of paths; on structured costs a handful. Found on an H200:
+    uniform f = 1 at n = 20000 (JV leaves 10.4% free) ran [990, 169, 21, 1, 1] and a dual update,
+    which the window of four alone handed over (7 s in ε-scaling instead of 0.1 s), where the
+    iteration after the update augments about 400 (workflows/results/scaling-gpu-20261123-auto-repro.log)."""
+    if len(window) < SCALING_WINDOW or n_free <= SCALING_MIN_FREE_FRACTION * n_rows:
+        return False
+    followed_an_update = 0 in window[:-1]
+    return (searching or followed_an_update) and sum(window) * SCALING_PATH_SHARE < n_free
+
+
 class _HandOver(Exception):
     """Raised at an optimality check where the variant's progress says: structured costs."""
 
@@ -70,9 +88,8 @@ def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", 
             return  # no iteration since the last check (JV initialisation just ended)
         recent.append(stats.paths_per_iteration[-1] if augmented > seen[1] else 0)
         seen[:] = iterations, augmented
-        window = recent[-SCALING_WINDOW:]
-        if (square and structured and len(window) == SCALING_WINDOW
-                and n_free > SCALING_MIN_FREE_FRACTION * state.n_rows and sum(window) * SCALING_PATH_SHARE < n_free):
+        searching = variant == "tree" or "switch_iteration" in stats.phase_counts  # the hybrid's tree part
+        if square and structured and stalled(recent[-SCALING_WINDOW:], n_free, state.n_rows, searching):
             raise _HandOver
 
     stats.method = variant

@@ -26,7 +26,9 @@ TIMES: dict[str, float] = {}
 TIMED = ("allocate", "jv_initialisation", "bidding_rounds", "assign_free_rows", "price_initialisation", "to_host")
 
 
-def timed(name: str) -> None:
+def timed(name: str, times: dict[str, float]) -> None:
+    """Wrap ``GPUBackend.<name>`` so that each call adds its time, between device synchronisations,
+    to ``times[name]`` (also used by gpu_kernel_ab.py)."""
     method = getattr(GPUBackend, name)
 
     def wrapper(self, *args, **kwargs):
@@ -34,7 +36,7 @@ def timed(name: str) -> None:
         start = time.perf_counter()
         out = method(self, *args, **kwargs)
         cupy.cuda.Device().synchronize()
-        TIMES[name] = TIMES.get(name, 0.0) + time.perf_counter() - start
+        times[name] = times.get(name, 0.0) + time.perf_counter() - start
         return out
 
     setattr(GPUBackend, name, wrapper)
@@ -51,7 +53,7 @@ def line(result) -> str:
 
 def main() -> None:
     for name in TIMED:
-        timed(name)
+        timed(name, TIMES)
     dlap.solve(generate.family("geometric", 300), device="gpu")
     for case in sys.argv[1:]:
         family, n = case.split(":")

@@ -2,7 +2,9 @@
 variant forced to split over every GPU, and ``method="auto"``) against the single-GPU engine
 (``dlap.solve`` on a CuPy matrix) on the same matrix, in one run.
 
-    python workflows/dask_gpu_n40000.py --n 40000 --methods classical classical hybrid auto
+    python workflows/dask_gpu_n40000.py --n 40000 --methods classical classical classical:jv hybrid auto
+
+A method may name its initialisation after a colon (``classical:jv``; default ``init="auto"``).
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ def main() -> None:
         rows = uniform_dask(n, 10, gpu=True, chunks=(-(-n // ranks), n)).persist()
         cols = uniform_dask(n, 10, gpu=True, chunks=(n, -(-n // ranks))).persist()
         distributed.wait([rows, cols])
-        for method in args.methods:
+        for choice in args.methods:
+            method, _, init = choice.partition(":")
             start = time.perf_counter()
-            r = dd.solve(rows if method == "classical" else cols, client, method=method)
+            r = dd.solve(rows if method == "classical" else cols, client, method=method, init=init or "auto")
             s = r.stats
-            print(f"{ranks} GPUs {method}: wall {time.perf_counter() - start:.3f} s, ranks {s.phase_counts.get('ranks')}, "
+            print(f"{ranks} GPUs {choice}: wall {time.perf_counter() - start:.3f} s, ranks {s.phase_counts.get('ranks')}, "
                   f"init {s.init}, free after init {n - s.initial_assignments}, optimal {r.verify().optimal}, "
                   f"objective {r.objective}, collectives {s.phase_counts.get('communication')}, "
                   + ", ".join(f"{k} {v:.3f}" for k, v in s.phase_seconds.items() if v > 0.01), flush=True)

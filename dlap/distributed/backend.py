@@ -261,11 +261,17 @@ class DistributedBackend(DistributedScaling):
         counts = s.row_ptr[1:] - s.row_ptr[:-1]
         # the local backend's index dtype: the GPU's forward pass reads 32-bit column indices
         cols = (s.col_idx[:nnz] + (self.lo if self.split == 1 else 0)).astype(s.col_idx.dtype, copy=False)
-        state.col_idx = self.comm.allgatherv(cols)
+        # two collectives: the rows' edge counts (their lengths follow from the slab bounds), then
+        # the edges (each rank's total follows from its counts)
         if self.split == 0:
-            counts = self.comm.allgatherv(counts)
+            bounds = np.asarray(self.bounds)
+            counts = self.comm.allgatherv(counts, sizes=np.diff(bounds).tolist())
+            before = xp.concatenate((xp.zeros(1, dtype=counts.dtype), xp.cumsum(counts)))  # edges before each row
+            edges = np.diff(_host(before[xp.asarray(bounds)])).tolist()  # each rank's
+            state.col_idx = self.comm.allgatherv(cols, sizes=edges)
         else:
             per_rank = self.comm.allgather(counts)  # (ranks, rows)
+            state.col_idx = self.comm.allgatherv(cols, sizes=[int(t) for t in _host(per_rank.sum(axis=1))])
             rows = xp.repeat(xp.tile(xp.arange(state.n_rows), self.comm.size), per_rank.ravel())
             state.col_idx = state.col_idx[xp.argsort(rows, kind="stable")]
             counts = per_rank.sum(axis=0)

@@ -67,11 +67,13 @@ class Comm(ABC):
     def close(self) -> None:
         """Release the communicator."""
 
-    def allgatherv(self, x):
-        """Every rank's 1-D ``x`` (lengths may differ), concatenated in rank order: the sizes
-        first, then one padded all-gather."""
+    def allgatherv(self, x, sizes=None):
+        """Every rank's 1-D ``x`` (lengths may differ), concatenated in rank order: one padded
+        all-gather, after one of the sizes unless the caller knows them (``sizes``: every rank's
+        length, in rank order, the same list on every rank)."""
         xp = _xp(x)
-        sizes = [int(s) for s in _host(self.allgather(xp.asarray([x.shape[0]], dtype=np.int64)))[:, 0]]
+        if sizes is None:
+            sizes = [int(s) for s in _host(self.allgather(xp.asarray([x.shape[0]], dtype=np.int64)))[:, 0]]
         width = max(sizes)
         if width == 0:
             return x[:0]

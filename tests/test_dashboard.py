@@ -92,7 +92,9 @@ def _browser():
     from selenium.webdriver.chrome.service import Service
 
     options = Options()
-    for flag in ("--headless=new", "--no-sandbox", "--window-size=1600,500"):
+    # no background traffic: this machine's network is closed beyond localhost
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1600,500"):
         options.add_argument(flag)
     return webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
 

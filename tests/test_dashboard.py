@@ -17,7 +17,7 @@ distributed = pytest.importorskip("distributed")
 pytest.importorskip("bokeh")
 
 import dlap.distributed as dd  # noqa: E402
-from dlap.generate import uniform_block  # noqa: E402
+from dlap.generate import uniform_dask  # noqa: E402
 
 N = 8000  # the tree variant on two CPU workers: about 3 s of solve on a 2-core machine
 
@@ -41,9 +41,8 @@ def client():
 
 
 def solve_in_background(client):
-    cost = uniform_block((0, N), (0, N), N, 10 * N, 9)
-    thread = threading.Thread(target=dd.solve, args=(da.from_array(cost, chunks=(N, N // 2 + 1)), client),
-                              kwargs={"method": "tree"})
+    cost = uniform_dask(N, 10, seed=9, chunks=(N, N // 2 + 1))  # generated on the workers
+    thread = threading.Thread(target=dd.solve, args=(cost, client), kwargs={"method": "tree"})
     thread.start()
     return thread
 

@@ -251,9 +251,9 @@ def prepare(cost, maximize: bool = False, deferred: bool = False) -> Problem:
     transposed = original.shape[0] > original.shape[1]
     if transposed:
         matrix = matrix.T
-    copies = transposed or maximize or dtype != original.dtype or not original.flags.c_contiguous
-    if (deferred and xp is np and dtype.kind == "f" and dtype == original.dtype and not transposed
-            and original.flags.c_contiguous):
+    reshaped = transposed or dtype != original.dtype or not original.flags.c_contiguous
+    copies = reshaped or maximize
+    if deferred and xp is np and dtype.kind == "f" and not reshaped:
         return Problem(matrix=original, transposed=False, maximize=bool(maximize), original=original, deferred=True)
     if xp is not np and copies:
         from .backends.gpu import require_device_memory

@@ -139,7 +139,8 @@ def test_host_float_matrix_is_checked_and_negated_on_the_gpu(dtype, monkeypatch)
     from dlap.problem import prepare
 
     cost = generate.geometric(600, seed=3).astype(dtype)
-    assert prepare(cost, True, deferred=True).deferred and prepare(cost, True, deferred=True).matrix is cost
+    problem = prepare(cost, True, deferred=True)
+    assert problem.deferred and problem.matrix is cost
     for chunk in (gpu.UPLOAD_CHUNK_BYTES, 4096):  # one copy; many chunks on several threads
         monkeypatch.setattr(gpu, "UPLOAD_CHUNK_BYTES", chunk)
         for maximize in (False, True):

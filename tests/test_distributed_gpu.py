@@ -101,6 +101,22 @@ def test_scaling_across_gpu_ranks(client, family):
     assert abs(result.objective - expected) <= 1e-9 * max(1.0, abs(float(expected)))
 
 
+def test_the_nccl_communicator_is_kept_for_the_next_solve_on_the_same_workers(client):
+    """The ranks' communicator outlives a solve that ends well and serves the next one on the
+    same workers in the same order; other workers or another order make a new one."""
+    workers = worker_addresses(client)
+    if len(workers) < 2:
+        pytest.skip("needs two GPUs")
+    arr = uniform_dask(1200, 10, seed=3, chunks=(600, 1200), gpu=True)
+    expected = dd.solve(arr, client, method="classical", workers=workers[::-1]).objective
+    kept = []
+    for order in (workers, workers, workers[::-1], workers[::-1]):
+        result = dd.solve(arr, client, method="classical", workers=order)
+        assert result.objective == expected and result.verify().optimal
+        kept.append(result.stats.phase_counts["comm_kept"])
+    assert kept == [0, 1, 0, 1]
+
+
 def test_zarr_read_into_gpu_memory(client, tmp_path):
     path = str(tmp_path / "cost.zarr")
     uniform_dask(1500, 1, seed=2, chunks=(500, 1500)).to_zarr(path)
@@ -184,3 +200,6 @@ def test_dead_gpu_worker_aborts_nccl(client):
     client.wait_for_workers(len(workers), timeout=120)
     result = dd.solve(uniform_dask(1000, 1, seed=1, chunks=(500, 1000), gpu=True), client)
     assert result.verify().optimal
+    # split over the GPUs: the surviving rank's aborted communicator is not reused
+    result = dd.solve(uniform_dask(1000, 1, seed=1, chunks=(500, 1000), gpu=True), client, method="classical")
+    assert result.verify().optimal and result.stats.phase_counts["comm_kept"] == 0

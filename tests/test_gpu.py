@@ -9,7 +9,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dlap
 from dlap import generate
@@ -97,6 +98,33 @@ def test_forbidden_pairs_and_infeasible(options):
     cost = np.array([[1.0, np.inf, np.inf], [np.inf, 3.0, 2.0], [4.0, np.inf, np.inf]])
     with pytest.raises(ValueError, match="cost matrix is infeasible"):
         dlap.solve(cost, **options)
+
+
+@pytest.mark.parametrize("high, shape", [(2, (2500, 2500)), (4, (3000, 3000)), (2, (1200, 2600))])
+def test_classical_compression_of_dense_zero_slack_rows(high, shape):
+    """Rows with more zero-slack edges than the compression stages in shared memory (1024), and
+    more edges in all than its staging buffer holds (16 a row): those rows are read a second
+    time; the optimum is scipy's, the zero-slack graph the CPU backend's."""
+    from dlap.backends.cpu import CPUBackend
+    from dlap.backends.gpu import STAGED_EDGES_PER_ROW, GPUBackend
+    from dlap.problem import Problem
+
+    cost = np.random.default_rng(high).integers(0, high, shape).astype(np.int32)
+    result = assert_same_optimum(cost, False, device="gpu", method="classical", init="reduction")
+    graphs = []
+    for backend, xp in ((CPUBackend(), np), (GPUBackend(), __import__("cupy"))):
+        matrix = xp.asarray(cost)
+        state = backend.allocate(Problem(matrix=matrix, transposed=False, maximize=False, original=matrix))
+        backend.initial_reduction(state, columns=shape[0] == shape[1])
+        nnz = backend.compress(state)
+        rows = np.repeat(np.arange(shape[0]), np.diff(_host(state.row_ptr)))
+        graphs.append((nnz, set(zip(rows.tolist(), _host(state.col_idx)[:nnz].tolist()))))
+    assert graphs[0] == graphs[1]
+    assert graphs[1][0] > STAGED_EDGES_PER_ROW * shape[0] and result.verify().optimal
+
+
+def _host(x):
+    return x.get() if hasattr(x, "get") else np.asarray(x)
 
 
 def test_cupy_input_stays_on_the_gpu_and_is_not_modified():
@@ -252,6 +280,44 @@ def test_scaling_at_larger_sizes(family, n, cpu_bids):
     assert on_gpu.objective == on_cpu.objective  # the same bids and searches: the same optimum, exactly
     assert on_gpu.stats.phase_counts == on_cpu.stats.phase_counts
     assert_valid(on_gpu, cost, maximize)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_row_minima_terms_are_the_cpu_kernels(data):
+    """bidding.cu's row terms (the bids of the Dask engine's GPU ranks, and their reduction
+    transfer) equal the CPU kernel's on every dtype: ties (first column; a tie makes the second
+    smallest equal to the smallest), floats that differ in the 9th digit, forbidden entries, free
+    columns, repeated rows, and rows from one column to several batches of every thread of a block."""
+    import cupy
+
+    from dlap.backends.cpu import CPUBackend
+    from dlap.backends.gpu import GPUBackend
+    from dlap.problem import Problem
+
+    dtype = np.dtype(data.draw(st.sampled_from(DTYPES)))
+    n = data.draw(st.integers(1, 6))
+    m = data.draw(st.sampled_from([1, 2, 7, 31, 33, 1023, 1025, 6200, 30001]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    values = data.draw(st.sampled_from(["ties", "wide", "9th-digit"]))
+    if values == "ties" or dtype.kind == "i":
+        cost = rng.integers(0, 4 if values == "ties" else 10**6, size=(n, m)).astype(dtype)
+    else:
+        cost = (rng.uniform(-1e6, 1e6, (n, m)) if values == "wide" else 1 + rng.integers(0, 4, (n, m)) * 1e-9)
+        cost = cost.astype(dtype)
+        cost[rng.random((n, m)) < data.draw(st.sampled_from([0.0, 0.5, 1.0]))] = np.inf
+    v = rng.integers(-3, 4, m).astype(np.float64)
+    match = np.where(rng.random(m) < data.draw(st.sampled_from([0.0, 0.3, 1.0])), -1, rng.integers(0, n, m))
+    rows = rng.integers(0, n, data.draw(st.integers(0, 2 * n)))
+    states = []
+    for backend, xp in ((CPUBackend(), np), (GPUBackend(), cupy)):
+        matrix = xp.asarray(cost)
+        state = backend.allocate(Problem(matrix=matrix, transposed=False, maximize=False, original=matrix))
+        state.v[:] = xp.asarray(v)
+        state.col_match[:] = xp.asarray(match)
+        states.append((backend, state, xp.asarray(rows)))
+    (cpu, on_cpu, cpu_rows), (gpu, on_gpu, gpu_rows) = states
+    np.testing.assert_array_equal(gpu.row_minima_terms(on_gpu, gpu_rows).get(), cpu.row_minima_terms(on_cpu, cpu_rows))
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES), ids=list(STRATEGIES))

@@ -350,22 +350,6 @@ def _random_slab(data):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_the_array_row_minima_terms_match_the_kernel(data):
-    """The GPU backend's row terms (array operations, here on NumPy; the Dask engine's bids and
-    reduction transfer on GPU ranks) equal the CPU kernel's, ties (first column, a tied second),
-    forbidden entries, free columns and bands of one row included."""
-    from dlap.backends.base import row_minima_terms_banded
-
-    cost, state, match = _random_slab(data)
-    state.col_match[:] = match
-    rows = np.array(data.draw(st.lists(st.integers(0, cost.shape[0] - 1), max_size=2 * cost.shape[0])), dtype=np.int64)
-    expected = CPUBackend().row_minima_terms(state, rows)
-    for band in (1, cost.shape[1], 10**6):
-        np.testing.assert_array_equal(row_minima_terms_banded(cost, state.v, match, rows, band), expected)
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
 def test_the_array_search_step_matches_the_kernel(data):
     """The GPU backend's search step (array operations, here on NumPy; the Dask engine's
     ε-scaling searches on GPU ranks) scans and offers what the CPU kernel does: ties between

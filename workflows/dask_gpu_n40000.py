@@ -4,6 +4,9 @@ variant forced to split over every GPU, and ``method="auto"``) against the singl
 
     python workflows/dask_gpu_n40000.py --n 40000 --methods classical classical classical:jv hybrid auto
 
+The single GPU solves the same matrix three times with ``method="auto"`` (dlap.solve's default)
+and three times with ``"classical"``.
+
 A method may name its initialisation after a colon (``classical:jv``; default ``init="auto"``).
 """
 
@@ -41,11 +44,11 @@ def main() -> None:
                   f"objective {r.objective}, collectives {s.phase_counts.get('communication')}, "
                   + ", ".join(f"{k} {v:.3f}" for k, v in s.phase_seconds.items() if v > 0.01), flush=True)
     matrix = cupy.asarray(uniform_counter(n, 10))
-    for _ in range(2):
+    for method in ("auto", "auto", "auto", "classical", "classical", "classical"):
         cupy.cuda.Device().synchronize()
         start = time.perf_counter()
-        r = dlap.solve(matrix)
-        print(f"1 GPU (auto, CuPy matrix): {time.perf_counter() - start:.3f} s, objective {r.objective}, "
+        r = dlap.solve(matrix, method=method)
+        print(f"1 GPU ({method}, CuPy matrix): {time.perf_counter() - start:.3f} s, objective {r.objective}, "
               f"method {r.stats.method}", flush=True)
 
 

@@ -5,7 +5,7 @@ median of 3) and the time of one backend method is taken apart (device synchroni
     python workflows/gpu_kernel_ab.py bidding "b4=-DBID_BATCH=4;b6=-DBID_BATCH=6" bidding_rounds \\
         geometric:10000 geometric-benefit:10000 uniform:10000:10
 
-Cases are FAMILY:N or FAMILY:N:F. The objectives of the variants are checked to agree.
+Cases are FAMILY:N, FAMILY:N:F or FAMILY:N:F:METHOD (dlap.solve's method; default auto). The objectives of the variants are checked to agree.
 """
 
 from __future__ import annotations
@@ -22,42 +22,34 @@ from dlap import generate
 from dlap.backends import gpu_kernels as gk
 
 
-def build(source: str, options: tuple[str, ...]) -> cupy.RawModule:
-    expressions = [
-        f"{k}<{t}, {c}>" if k in gk._CLUSTER_SIZES else f"{k}<{t}>"
-        for k in gk._TEMPLATES[source] for t in gk._TYPES.values() for c in (gk.cluster_sizes(k) or (None,))
-    ]
-    return cupy.RawModule(code=gk._source(source), options=("-std=c++17",) + options, name_expressions=expressions,
-                          enable_cooperative_groups=source in gk._COOPERATIVE)
-
-
 def main() -> None:
     source, spec, method, cases = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     variants = {}
     for item in spec.split(";"):
         name, _, options = item.partition("=")
-        variants[name] = build(source, tuple(o for o in options.split(",") if o))
+        variants[name] = gk.build_module(source, tuple(o for o in options.split(",") if o))
     plain, current = gk._module, [next(iter(variants))]
     gk._module = lambda name: variants[current[0]] if name == source else plain(name)
     seconds: dict[str, float] = {}
     timed(method, seconds)
     for case in cases:
         parts = case.split(":")
-        family, n, f = parts[0], int(parts[1]), float(parts[2]) if len(parts) > 2 else None
+        family, n, f = parts[0], int(parts[1]), float(parts[2]) if len(parts) > 2 and parts[2] else None
+        solve_method = parts[3] if len(parts) > 3 else "auto"
         cost = cupy.asarray(generate.family(family, n, f=f))
         maximize = family in generate.MAXIMIZE
         runs: dict[str, tuple[list, list]] = {name: ([], []) for name in variants}
         objectives = set()
         for name in variants:  # compiled, and CuPy's own kernels for this size
             current[0] = name
-            dlap.solve(cost, maximize=maximize)
+            dlap.solve(cost, maximize=maximize, method=solve_method)
         for _ in range(3):
             for name in variants:
                 current[0] = name
                 seconds.clear()
                 cupy.cuda.Device().synchronize()
                 start = time.perf_counter()
-                result = dlap.solve(cost, maximize=maximize)
+                result = dlap.solve(cost, maximize=maximize, method=solve_method)
                 cupy.cuda.Device().synchronize()
                 runs[name][0].append(time.perf_counter() - start)
                 runs[name][1].append(seconds.get(method, 0.0))

@@ -21,21 +21,12 @@ from dlap.backends import gpu_kernels as gk
 PARTS = {0: "first_scan", 1: "rescan", 4: "agree", 5: "end_of_search"}
 
 
-def profiled_module() -> cupy.RawModule:
-    """scaling.cu with every kernel gpu_kernels instantiates, built with the profile counters."""
-    expressions = [
-        f"{k}<{t}, {c}>" if k in gk._CLUSTER_SIZES else f"{k}<{t}>"
-        for k in gk._TEMPLATES["scaling"] for t in gk._TYPES.values() for c in (gk.cluster_sizes(k) or (None,))
-    ]
-    return cupy.RawModule(code=gk._source("scaling"), options=("-std=c++17", "-DDLAP_PROFILE"), name_expressions=expressions)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="+", default=["geometric:2000", "geometric:10000", "geometric-benefit:10000"])
     ap.add_argument("--clusters", type=int, nargs="+", default=[0], help="blocks per search (0: dlap's choice)")
     args = ap.parse_args()
-    module = profiled_module()
+    module = gk.build_module("scaling", ("-DDLAP_PROFILE",))  # with the profile counters
     plain = gk._module
     gk._module = lambda name: module if name == "scaling" else plain(name)
     counters = cupy.ndarray((8,), cupy.int64, module.get_global("dlap_profile"))

@@ -39,29 +39,6 @@ def install_assignment(state: HungarianState, rows, cols) -> None:
     state.col_match[cols] = rows.astype(state.col_match.dtype)
 
 
-def row_minima_terms_banded(cost, v, col_match, rows, band_entries: int):
-    """:meth:`Backend.row_minima_terms` in array operations (NumPy or CuPy), ``band_entries``
-    reduced costs at a time: the GPU backend's, tested against the CPU kernel on the CPU."""
-    xp = array_module(cost)
-    terms = xp.empty((rows.shape[0], 5))
-    free = col_match < 0
-    step = max(1, band_entries // max(cost.shape[1], 1))
-    for a in range(0, rows.shape[0], step):
-        reduced = cost[rows[a : a + step]].astype(np.float64) - v
-        band = xp.arange(reduced.shape[0])
-        out = terms[a : a + reduced.shape[0]]
-        j1 = reduced.argmin(axis=1)
-        out[:, 0] = reduced[band, j1]
-        out[:, 1] = xp.where(out[:, 0] < np.inf, j1, -1)
-        on_free = xp.where(free, reduced, np.inf)
-        jf = on_free.argmin(axis=1)
-        out[:, 3] = on_free[band, jf]
-        out[:, 4] = xp.where(out[:, 3] < np.inf, jf, -1)
-        reduced[band, j1] = np.inf
-        out[:, 2] = reduced.min(axis=1)
-    return terms
-
-
 def search_offer_arrays(cost, v, v_open, dist, pred, match, row: int, shift: float):
     """:meth:`Backend.search_offer` in array operations (NumPy or CuPy): the GPU backend's,
     tested against the CPU kernel on the CPU."""

@@ -33,12 +33,9 @@ from .base import (
     FLOAT_TOL_SCALE,
     Backend,
     install_assignment,
-    row_minima_terms_banded,
     search_offer_arrays,
 )
 
-#: row_minima_terms: reduced costs of about this many entries at once (float64, three copies)
-ROW_TERMS_BAND_ENTRIES = 1 << 24
 #: host-to-device copy: rows per chunk (about this many bytes) and host threads copying at once
 UPLOAD_CHUNK_BYTES = 32 << 20
 UPLOAD_THREADS = 8
@@ -46,6 +43,9 @@ UPLOAD_THREADS = 8
 COLUMN_BAND_BLOCKS = 4096
 #: device memory per row or column for the solver state (duals, levels, slacks, indices, ARR)
 STATE_BYTES_PER_VERTEX = 128
+#: the classical compression stages this many zero-slack edges per row on average (uniform costs
+#: have a few; the rows past the buffer are read a second time)
+STAGED_EDGES_PER_ROW = 16
 #: ε-scaling: shared memory per column of a search (prices, distances, its row's dual, its row,
 #: its predecessor, the completed flag) and of the greedy start (prices, taken flag), when it fits
 SCALING_SHARED_BYTES_PER_COLUMN = 8 + 8 + 8 + 4 + 4 + 1
@@ -76,6 +76,7 @@ class GPUState(HungarianState):
     bands_ready: bool = False  # band_low/band_arg hold the raw column minima (from the upload)
     row_min_ready: bool = False  # u holds the raw row minima (from the upload)
     scaling: Any = None  # the ε-scaling phases' search arrays (_ScalingBuffers), made on first use
+    staged: Any = None  # int32[STAGED_EDGES_PER_ROW * n_rows]: the compression's staged edges, made on first use
 
 
 @dataclass
@@ -239,8 +240,8 @@ class GPUBackend(Backend):
         chunk_rows = max(state.band_rows, chunk_rows)
         chunks = [(a, min(n_rows, a + chunk_rows)) for a in range(0, n_rows, chunk_rows)]
         n_workers = max(1, min(UPLOAD_THREADS, len(chunks), os.cpu_count() or 1))
-        kernels = [gk.kernel("reduction", name, host.dtype)
-                   for name in ("row_minimum", "column_minimum_bands", "invalid_entries")]
+        row_minimum, band_minima, invalid_entries = (
+            gk.kernel("reduction", name, host.dtype) for name in ("row_minimum", "column_minimum_bands", "invalid_entries"))
         invalid = cupy.zeros(1, dtype=np.int32)
         device = state.cost
 
@@ -250,8 +251,8 @@ class GPUBackend(Backend):
                 cupy.bitwise_xor(bits, bits.dtype.type(1 << (8 * host.itemsize - 1)), out=bits)
             if check:
                 entries = (b - a) * n_cols
-                kernels[2]((gk.blocks(entries, 4 * gk.BLOCK),), (gk.BLOCK,), (device[a:b], np.int64(entries), invalid))
-            self._reduce_rows(state, kernels[0], kernels[1], a, b)
+                invalid_entries((gk.blocks(entries, 4 * gk.BLOCK),), (gk.BLOCK,), (device[a:b], np.int64(entries), invalid))
+            self._reduce_rows(state, row_minimum, band_minima, a, b)
 
         state.row_min_ready = state.bands_ready = True
         if len(chunks) == 1:
@@ -335,8 +336,16 @@ class GPUBackend(Backend):
         self._row_minimum(state, state.v)
 
     def row_minima_terms(self, state, rows):
-        """In CuPy, a band of rows at a time (the Dask engine's bids: O(free rows) per round)."""
-        return row_minima_terms_banded(state.cost, state.v, state.col_match, rows, ROW_TERMS_BAND_ENTRIES)
+        """bidding.cu's ``row_minima_terms``: one 1024-thread block per row, one block per
+        multiprocessor (the module is launched cooperatively), the row terms of the rounds of bids."""
+        rows = cupy.ascontiguousarray(rows, dtype=np.int32)
+        terms = cupy.empty((rows.shape[0], 5))
+        if rows.shape[0]:
+            grid = min(rows.shape[0], gk.multiprocessors(state.device_id))
+            gk.kernel("bidding", "row_minima_terms", state.cost.dtype)((grid,), (gk.PERSISTENT_BLOCK,), (
+                state.cost, np.int32(state.cost.shape[1]), state.v, state.col_match, rows, np.int32(rows.shape[0]),
+                terms))
+        return terms
 
     def search_offer(self, state, match, row, shift):
         return search_offer_arrays(state.cost, state.v, state.v_open, state.slack, state.col_pred, match, row, shift)
@@ -432,17 +441,27 @@ class GPUBackend(Backend):
     # ---------------------------------------------------------------- classical variant
 
     def compress(self, state):
+        """Section 3.3 in one read of the matrix (classical.cu: ``compress_scan`` counts each
+        row's zero-slack edges and stages them, ``compress_fill`` places them after the prefix
+        sum; only a row with more than ``COMPRESS_ROW_EDGES``, or past the staging buffer's
+        ``STAGED_EDGES_PER_ROW`` per row, is read again)."""
         n_rows, n_cols, dtype = state.n_rows, state.n_cols, state.cost.dtype
-        counts = cupy.empty(n_rows, dtype=np.int64)
+        counts, starts = cupy.empty(n_rows, dtype=np.int64), cupy.empty(n_rows, dtype=np.int64)
+        if state.staged is None:
+            require_device_memory(4 * STAGED_EDGES_PER_ROW * n_rows, "the compression's staging buffer")
+            state.staged = cupy.empty(STAGED_EDGES_PER_ROW * n_rows, dtype=np.int32)
+        state.ctl[gk.CTL_STAGED] = 0
         args = (state.cost, np.int32(n_rows), np.int32(n_cols), state.u, state.v, np.float64(state.tol_scale))
-        gk.kernel("classical", "compress_count", dtype)((n_rows,), (gk.BLOCK,), (*args, counts))
+        gk.kernel("classical", "compress_scan", dtype)((n_rows,), (gk.BLOCK,), (
+            *args, counts, starts, state.staged, np.int64(state.staged.shape[0]), state.ctl))
         row_ptr = cupy.zeros(n_rows + 1, dtype=np.int64)
         cupy.cumsum(counts, out=row_ptr[1:])
         nnz = int(row_ptr[-1])
         state.row_ptr = state.col_idx = None  # the previous CSR's memory is reusable
         require_device_memory(4 * nnz, f"the zero-slack graph ({nnz} edges)")
         state.row_ptr, state.col_idx = row_ptr, cupy.empty(max(nnz, 1), dtype=np.int32)
-        gk.kernel("classical", "compress_fill", dtype)((n_rows,), (gk.BLOCK,), (*args, row_ptr, state.col_idx))
+        gk.kernel("classical", "compress_fill", dtype)((n_rows,), (gk.BLOCK,), (
+            *args, starts, state.staged, row_ptr, state.col_idx))
         return nnz
 
     def classical_forward_pass(self, state):

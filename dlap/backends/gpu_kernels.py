@@ -16,7 +16,7 @@ import numpy as np
 #: slots of the device control block (mirror of the enum in common.cuh)
 CTL_N_FREE, CTL_N_Q, CTL_N_FOREST, CTL_N_REV, CTL_N_PATHS, CTL_STATUS = range(6)
 CTL_DUAL_UPDATES, CTL_SCANNED, CTL_LEVEL, CTL_THETA, CTL_ROTATE = 6, 7, 8, 9, 10
-CTL_BID_ROUNDS, CTL_BIDS = 13, 14
+CTL_BID_ROUNDS, CTL_BIDS, CTL_STAGED = 13, 14, 15
 CTL_SIZE = 16
 
 #: ordered() of +inf in common.cuh: the neutral element of the theta atomicMin
@@ -32,14 +32,14 @@ _TEMPLATES = {
     "reduction": (
         "row_minimum", "column_minimum_bands", "initial_assignment", "jv_reduction_transfer", "invalid_entries",
     ),
-    "classical": ("compress_count", "compress_fill", "classical_theta"),
+    "classical": ("compress_scan", "compress_fill", "classical_theta"),
     "forward": ("tree_forward_pass",),
     "tree": ("tree_scan",),
     "paths": (),
     "dgs": ("dgs_evaluate", "dgs_switch", "dgs_propose"),
     "scaling": ("competition_bands", "row_regret", "greedy_prices", "scaling_phase"),
     "batch": ("batch_augmenting_paths",),
-    "bidding": ("bidding_rounds",),
+    "bidding": ("bidding_rounds", "row_minima_terms"),
 }
 #: kernels templated on a cluster size too (thread block clusters need compute capability 9.0;
 #: below it only clusters of one block are instantiated)
@@ -62,16 +62,22 @@ def cluster_sizes(name: str) -> tuple[int, ...]:
     return sizes if int(cupy.cuda.Device().compute_capability) >= 90 else sizes[:1]
 
 
-@functools.cache
-def _module(name: str) -> cupy.RawModule:
+def build_module(name: str, options: tuple[str, ...] = ()) -> cupy.RawModule:
+    """``name``.cu with every instantiation its kernels are launched with, compiled with extra
+    nvcc ``options`` (the workflows' ``-D`` variants: a profiled build, an A/B of a constant)."""
     expressions = [
         f"{k}<{t}, {c}>" if k in _CLUSTER_SIZES else f"{k}<{t}>"
         for k in _TEMPLATES[name] for t in _TYPES.values() for c in (cluster_sizes(k) or (None,))
     ]
     return cupy.RawModule(
-        code=_source(name), options=("-std=c++17",), name_expressions=expressions,
+        code=_source(name), options=("-std=c++17", *options), name_expressions=expressions,
         enable_cooperative_groups=name in _COOPERATIVE,
     )
+
+
+@functools.cache
+def _module(name: str) -> cupy.RawModule:
+    return build_module(name)
 
 
 def kernel(source: str, name: str, dtype=None, cluster: int | None = None):

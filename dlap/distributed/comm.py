@@ -5,7 +5,8 @@ tight columns, zero-slack edges) never go through the scheduler (a task costs ~1
 They go through a :class:`Comm`:
 
 - :class:`NCCLComm` between GPU workers: NCCL through ``cupy.cuda.nccl`` on CuPy arrays (NVLink on
-  one host). The unique id is made by rank 0's worker and handed to the ranks through Dask.
+  one host). The unique id is made by rank 0's worker and handed to the ranks through Dask; the
+  communicator is kept by each worker for the next solve on the same workers.
 - :class:`SocketComm` between CPU workers: TCP sockets between the ranks' processes, opened once
   per solve (the addresses are exchanged through :class:`RPCComm`), so a collective costs a
   send and a receive on each connection and no trip through a worker's event loop.
@@ -22,6 +23,7 @@ makes every pending and later collective raise :class:`CommAborted`.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import threading
 import time
@@ -113,17 +115,59 @@ def nccl_unique_id() -> tuple:
     return nccl.get_unique_id()
 
 
+#: the NCCL communicator this worker process keeps between solves (at most one, by the key of
+#: its ranks' workers, :func:`nccl_key`): making one cost ~0.16 s per solve on two H200s
+#: (workflows/results/dask-gpu-20261123-x2-n40000-jv.log, ``comm_setup``)
+_NCCL_KEPT: dict[str, object] = {}
+
+
+def nccl_key(workers, rank: int) -> str:
+    """The key of rank ``rank``'s communicator among ``workers`` (in rank order) on its GPU."""
+    import cupy
+
+    return f"{rank}/{cupy.cuda.Device().id}/{'|'.join(workers)}"
+
+
+def _abort_kept() -> None:
+    """At exit: abort (a local call) rather than leave the kept communicator to a destroy that
+    may wait for peers already gone."""
+    for kept in _NCCL_KEPT.values():
+        kept.abort()
+    _NCCL_KEPT.clear()
+
+
+atexit.register(_abort_kept)
+
+
+def nccl_kept(workers, dask_worker=None) -> bool:
+    """Whether this worker keeps a communicator for its rank among ``workers`` (run by the client
+    on every rank's worker, under the solve's lock, before it hands out a new unique id)."""
+    return nccl_key(workers, list(workers).index(dask_worker.address)) in _NCCL_KEPT
+
+
 class NCCLComm(Comm):
     """NCCL collectives on CuPy arrays, one GPU per rank. Each call waits for its result, so a
-    rank blocked on a dead peer is blocked inside a call that :meth:`abort` can end."""
+    rank blocked on a dead peer is blocked inside a call that :meth:`abort` can end.
 
-    def __init__(self, uid: tuple, rank: int, size: int):
+    ``uid`` None: the communicator this worker kept from the last solve on the same workers
+    (the client has checked that every rank keeps one); else a new one made with ``uid``, which
+    replaces any kept one. A communicator stays kept after :meth:`close` unless it was aborted:
+    every rank of a solve that ends well has issued the same collectives, so the next solve on
+    those workers starts from matched communicators, and a solve that fails aborts them all."""
+
+    def __init__(self, uid: tuple | None, rank: int, size: int, workers):
         super().__init__(rank, size)
         import cupy
         from cupy.cuda import nccl
 
         self._cupy, self._nccl = cupy, nccl
-        self._comm = nccl.NcclCommunicator(size, uid, rank)
+        self._key = nccl_key(workers, rank)
+        self.kept = uid is None  # stats: phase_counts["comm_kept"]
+        if uid is None:
+            self._comm = _NCCL_KEPT[self._key]
+        else:
+            _abort_kept()  # one kept per worker (each holds GPU buffers); its peers may be gone
+            self._comm = _NCCL_KEPT[self._key] = nccl.NcclCommunicator(size, uid, rank)
         self._aborted = False
         self._types = {
             np.dtype(np.int32): nccl.NCCL_INT32, np.dtype(np.int64): nccl.NCCL_INT64,
@@ -164,13 +208,13 @@ class NCCLComm(Comm):
         return out
 
     def abort(self):
+        """Abort the communicator (the watchdog's call, or a failing rank's) and forget it: the
+        next solve on these workers makes a new one."""
         if not self._aborted:
             self._aborted = True
+            if _NCCL_KEPT.get(self._key) is self._comm:
+                del _NCCL_KEPT[self._key]
             self._comm.abort()
-
-    def close(self):
-        if not self._aborted:
-            self._comm.destroy()
 
 
 # ------------------------------------------------------------------------------- Dask worker RPC

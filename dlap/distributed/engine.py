@@ -54,7 +54,7 @@ class RankSpec:
     shape: tuple[int, int]  # the solved matrix: rows <= cols, minimisation
     bounds: tuple[int, ...]  # slab boundaries along the split axis: rank r owns [b[r], b[r+1])
     integer: bool
-    comm: tuple  # ("nccl", unique_id) or ("rpc", worker addresses in rank order)
+    comm: tuple  # ("nccl", unique id or None: the kept one, workers) or ("rpc", workers), in rank order
     progress_topic: str = ""
     abort_event: str | None = None
     init: str = "jv"  # "jv" or "reduction" (dlap.hungarian.phases.initialise)
@@ -79,6 +79,7 @@ class RankResult:
     v: np.ndarray
     stats: dict
     certificate: dict
+    window: tuple = ()  # when the task started and ended, time.time() on the rank's worker
 
 
 class DistributedSolver:
@@ -308,10 +309,10 @@ def _live(solver, comm) -> dict:
 def _make_comm(spec: RankSpec):
     """NCCL between GPU ranks; Dask's RPC otherwise, which CPU ranks use only to exchange the
     addresses of their sockets (:func:`_socket_comm`)."""
-    kind, arg = spec.comm
-    if kind == "nccl":
-        return NCCLComm(arg, spec.rank, spec.size)
-    return RPCComm(spec.solve_id, spec.rank, list(arg))
+    if spec.comm[0] == "nccl":
+        _, uid, workers = spec.comm
+        return NCCLComm(uid, spec.rank, spec.size, workers)
+    return RPCComm(spec.solve_id, spec.rank, list(spec.comm[1]))
 
 
 def _socket_comm(rpc: RPCComm, worker):
@@ -327,6 +328,7 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
     solve, and return rank 0's :class:`RankResult` (the others return their timings)."""
     from distributed import get_worker
 
+    entered = time.time()
     worker = get_worker()
     solver = comm = None
     report = _progress_events(worker, spec, lambda: _live(solver, comm))  # called once both exist
@@ -351,14 +353,16 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
             solver.stats.phase_seconds["certificate"] = time.perf_counter() - certified
         seconds = time.perf_counter() - started
         if spec.rank != 0:
-            return {"rank": spec.rank, "seconds": seconds, "communication": comm.seconds}
+            return {"rank": spec.rank, "seconds": seconds, "communication": comm.seconds,
+                    "window": (entered, time.time())}
         solver.stats.seconds = seconds
         solver.stats.phase_seconds["comm_setup"] = started - setup
+        solver.stats.phase_counts["comm_kept"] = int(getattr(comm, "kept", False))
         g = solver.g
         row_match, u, v = solver.backend.local.to_host(g)
         return RankResult(
             row_match=np.asarray(row_match, dtype=np.int64), u=np.asarray(u), v=np.asarray(v),
-            stats=solver.stats.as_dict(), certificate=certificate,
+            stats=solver.stats.as_dict(), certificate=certificate, window=(entered, time.time()),
         )
     except CommAborted:
         raise

@@ -18,9 +18,9 @@ from ..result import Assignment, Certificate, Stats, caller_duals
 from . import registry
 from .backend import SPLIT_AXIS
 from .cluster import connected, gpus_visible, worker_addresses
-from .comm import CommAborted, register_rpc_handler
+from .comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
 from .data import as_source, place_slabs, plan_ranks, slab_bounds, source_offset, source_range
-from .engine import RankSpec, run_rank
+from .engine import RankResult, RankSpec, run_rank
 from .progress import watch
 
 METHODS = tuple(SPLIT_AXIS)
@@ -181,11 +181,8 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
                                       maximize=maximize, gpu=gpu, solve_id=solve_id, offset=offset)
         _wait(client, slabs, workers, abort)  # bad input fails here, before any rank joins a comm
         placed = time.perf_counter()
-        if gpu and n_ranks > 1:
-            comm = ("nccl", client.submit(_nccl_id, workers=[workers[0]], pure=False).result())
-        else:
-            client.run(register_rpc_handler, workers=workers)
-            comm = ("rpc", tuple(workers))
+        comm = _comm_spec(client, workers, gpu and n_ranks > 1)
+        joined = time.perf_counter()
         integer = source.dtype.kind in "biu"
         specs = [
             RankSpec(solve_id=solve_id, rank=r, size=n_ranks, method=method, shape=shape, bounds=bounds,
@@ -194,6 +191,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
                      auto=auto)
             for r in range(n_ranks)
         ]
+        submitted = time.time()  # the ranks' tasks report their own clock's times (one host, or NTP)
         running = futures = [
             client.submit(run_rank, slab, spec, key=f"dlap-solve-{method}-{solve_id}-{spec.rank}",
                           workers=[w], allow_other_workers=False, pure=False, retries=0)
@@ -203,6 +201,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         with watch(client, topic, progress, shape[0]):
             _wait(client, futures, workers, abort)
         results = client.gather(futures)
+        gathered = time.time()
     except BaseException as e:
         state = f"failed: {type(e).__name__}"
         if not isinstance(e, Exception):  # KeyboardInterrupt: the caller stops the solve, ranks included
@@ -210,10 +209,14 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         raise
     finally:
         registry.end(client, solve_id, state)  # and the scheduler releases the lock
-    result = _assignment(results, integer, offset, method, maximize, transposed, time.perf_counter() - started,
-                         n_ranks, gpu)
+    result = _assignment(results, integer, offset, method, maximize, transposed, n_ranks, gpu)
+    seconds = result.stats.phase_seconds
+    seconds["placement"] = placed - started
+    seconds["comm_spec"] = joined - placed
+    seconds["rank_start"] = max(_window(r)[0] for r in results) - submitted
+    seconds["rank_return"] = gathered - max(_window(r)[1] for r in results)
+    result.stats.seconds = time.perf_counter() - started
     result.stats.phase_counts["ranks_offered"] = offered
-    result.stats.phase_seconds["placement"] = placed - started
     if plan.moved_bytes is not None:
         result.stats.phase_counts["placement_moved_bytes"] = plan.moved_bytes
     return result
@@ -294,10 +297,22 @@ def _gpu_worker() -> str | None:
     return cupy.cuda.Device().pci_bus_id
 
 
-def _nccl_id():
-    from .comm import nccl_unique_id
+def _comm_spec(client, workers, nccl: bool) -> tuple:
+    """How the ranks connect (``RankSpec.comm``): NCCL between GPU ranks, with the communicator
+    their workers kept from the last solve on the same workers where every one keeps it (one
+    round trip), else a new unique id from rank 0's worker; Dask's RPC otherwise (CPU ranks
+    then open sockets through it, :class:`~.comm.SocketComm`)."""
+    if not nccl:
+        client.run(register_rpc_handler, workers=workers)
+        return ("rpc", tuple(workers))
+    if all(client.run(nccl_kept, tuple(workers), workers=workers).values()):
+        return ("nccl", None, tuple(workers))
+    return ("nccl", client.run(nccl_unique_id, workers=[workers[0]])[workers[0]], tuple(workers))
 
-    return nccl_unique_id()
+
+def _window(result) -> tuple[float, float]:
+    """When a rank's task started and ended (``time.time()`` on its worker)."""
+    return result.window if isinstance(result, RankResult) else result["window"]
 
 
 def _wait(client, futures, workers, abort) -> None:
@@ -385,14 +400,13 @@ def _worker_lost(client, workers) -> WorkerLostError | None:
     return None
 
 
-def _assignment(results, integer, offset, method, maximize, transposed, seconds, n_ranks, gpu) -> DistributedAssignment:
+def _assignment(results, integer, offset, method, maximize, transposed, n_ranks, gpu) -> DistributedAssignment:
     """Rank 0's solution (solved form) mapped back to the caller's matrix, like dlap.solve."""
     root = results[0]
     stats = Stats(**root.stats)
     stats.method = f"distributed-{stats.method}"  # auto: what it ran (a variant, or ε-scaling)
     stats.device = f"{n_ranks} x {'gpu' if gpu else 'cpu'}"
     stats.phase_seconds["rank_solve"] = root.stats["seconds"]
-    stats.seconds = seconds
     stats.phase_counts["ranks"] = n_ranks
     stats.phase_counts["communication_per_rank"] = [root.stats["phase_seconds"].get("communication", 0.0)] + [
         r["communication"] for r in results[1:]

@@ -7,13 +7,11 @@ compression of the whole matrix. The tree variant pays a pass over the frontier 
 folds every dual update of a search into one comparison per column.
 
 So the hybrid runs the classical variant while its dual updates stay few, and switches to the
-tree variant when progress stalls: at the iteration that would need dual update number
-``MAX_CLASSICAL_DUAL_UPDATES + 1``. On low cost ranges (many ties, a dense zero-slack graph) the
-classical variant finishes first (uniform f <= 1 at n = 20000 needs 0 to 7 dual updates); on wide
-ranges it hands over early (f = 10 needs 71, each a compression pass). Measured on one H200
-(workflows/results/gpu-*-phases.log): n = 20000, f = 1: classical 0.055 s, tree 0.116 s;
-f = 10: classical 0.282 s, tree 0.266 s. ``stats.phase_counts["switch_iteration"]`` records where
-it switched.
+tree variant when progress stalls: at the iteration that would need one dual update more than
+:func:`classical_dual_update_limit` allows. On low cost ranges (many ties, a dense zero-slack
+graph) the classical variant finishes first (uniform f <= 1 at n = 20000 needs 0 to 7 dual
+updates); on wide ranges it hands over (f = 10 needs 58 to 71, each a compression pass).
+``stats.phase_counts["switch_iteration"]`` records where it switched.
 """
 
 from __future__ import annotations
@@ -23,13 +21,27 @@ from .classical import classical_iterations
 from .phases import PhaseTimer, drive
 from .tree import tree_iterations
 
-#: dual updates the classical variant may make before the hybrid switches to the tree variant
-MAX_CLASSICAL_DUAL_UPDATES = 8
+#: dual updates the classical variant may make before the hybrid switches to the tree variant: at
+#: least MIN_CLASSICAL_DUAL_UPDATES, and one per COLUMNS_PER_DUAL_UPDATE columns
+MIN_CLASSICAL_DUAL_UPDATES = 8
+COLUMNS_PER_DUAL_UPDATE = 625
+
+
+def classical_dual_update_limit(n_cols: int) -> int:
+    """The classical variant's dual updates before the hybrid switches: 8 up to 5000 columns, 16 at
+    10000, 64 at 40000. A dual update costs a pass over the matrix, the tree's searches that
+    replace them more as the matrix widens. Measured on an H200, uniform f = 10, auto, CuPy in, a
+    fixed limit of 8 / 24 / 64 / none (workflows/results/scaling-gpu-20261123-hybrid-switch.log):
+    n = 5000 0.051 / 0.051 / 0.063 / 0.065 s, n = 10000 0.106 / 0.102 / 0.124 / 0.123,
+    n = 20000 0.254 / 0.235 / 0.244 / 0.229, n = 40000 0.892 / 0.787 / 0.526 / 0.591; uniform
+    floats (thousands of dual updates) 1% to 3% slower at 24 or 64 than at 8, and 18x to 26x
+    slower with no switch."""
+    return max(MIN_CLASSICAL_DUAL_UPDATES, n_cols // COLUMNS_PER_DUAL_UPDATE)
 
 
 def run_hybrid(backend, state, stats: Stats, phase: PhaseTimer, report) -> None:
     """The classical variant until it stalls, then the tree variant, after initialisation."""
-    if classical_iterations(backend, state, stats, phase, report, MAX_CLASSICAL_DUAL_UPDATES):
+    if classical_iterations(backend, state, stats, phase, report, classical_dual_update_limit(state.n_cols)):
         stats.phase_counts["switch_iteration"] = stats.iterations
         tree_iterations(backend, state, stats, phase, report, roots="all")
     classical_updates = stats.dual_updates

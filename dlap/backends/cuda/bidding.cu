@@ -65,16 +65,18 @@ __device__ __forceinline__ int bid_group_threads(int n_free, long long n_threads
     return threads;
 }
 
-// The bid of the row that the group of `group_threads` threads holding this thread scans (its
-// first thread gets it): the column it bids for (-1: none) and the decrement. Every thread of the
-// block calls this together (row == nullptr: no row for this group). v and col_match are read
-// through L2: other blocks wrote them last round. The bid is the same whatever the group's size
-// (minima with ties to the lowest column).
+// The terms of the row that the group of `group_threads` threads holding this thread scans, over
+// C[i][j] - v[j]: the smallest (c1, first column on ties), the second smallest over the other
+// columns (c2; c2.value == c1.value on a tie) and the smallest over the free columns (cf), in the
+// group's first warp (columns 0x7fffffff where the value is +inf). Every thread of the block calls
+// this together (row == nullptr: no row for this group). v and col_match are read through L2:
+// other blocks of the rounds of bids wrote them last round. The terms are the same whatever the
+// group's size (minima with ties to the lowest column).
 template <typename T>
-__device__ void row_bid(const T* row, int group_threads, int n_cols, const double* v, const int* col_match,
-                        double eps, Candidate* s1, Candidate* s2, Candidate* sf, int& target, double& dec) {
+__device__ void row_terms(const T* row, int group_threads, int n_cols, const double* v, const int* col_match,
+                          Candidate* s1, Candidate* s2, Candidate* sf, Candidate& c1, Candidate& c2, Candidate& cf) {
     const Candidate none{DLAP_INF, 0x7fffffff};
-    Candidate c1 = none, c2 = none, cf = none;
+    c1 = c2 = cf = none;
     const int rank = threadIdx.x & (group_threads - 1);
     for (int j0 = row ? rank : n_cols; j0 < n_cols; j0 += BID_BATCH * group_threads) {
         double c[BID_BATCH], vv[BID_BATCH];
@@ -105,8 +107,6 @@ __device__ void row_bid(const T* row, int group_threads, int n_cols, const doubl
     __syncthreads();  // the previous row's reads of s1, s2, sf are done
     if (lane == 0) { s1[warp] = c1; s2[warp] = c2; sf[warp] = cf; }
     __syncthreads();
-    target = -1;
-    dec = 0.0;
     if (warp % group_warps == 0) {  // the group's first warp merges its warps' summaries
         c1 = lane < group_warps ? s1[warp + lane] : none;
         c2 = lane < group_warps ? s2[warp + lane] : none;
@@ -116,16 +116,49 @@ __device__ void row_bid(const T* row, int group_threads, int n_cols, const doubl
             const Candidate of = shfl(cf, o);
             if (before(of, cf)) cf = of;
         }
-        if (c1.value < DLAP_INF) {
-            if (cf.value == c1.value) {
-                target = cf.col;
-            } else if (c1.value < c2.value && c2.value < DLAP_INF) {
-                target = c1.col;
-                dec = (c2.value - c1.value) + eps;
-            } else if (eps > 0) {
-                target = c1.col;
-                dec = (c2.value < DLAP_INF ? c2.value - c1.value : 0.0) + eps;
-            }
+    }
+}
+
+// The bid of the row (row_terms) that the group holding this thread scans, in the group's first
+// thread: the column it bids for (-1: none) and the decrement (the rule above).
+template <typename T>
+__device__ void row_bid(const T* row, int group_threads, int n_cols, const double* v, const int* col_match,
+                        double eps, Candidate* s1, Candidate* s2, Candidate* sf, int& target, double& dec) {
+    Candidate c1, c2, cf;
+    row_terms(row, group_threads, n_cols, v, col_match, s1, s2, sf, c1, c2, cf);
+    target = -1;
+    dec = 0.0;
+    if ((threadIdx.x & (group_threads - 1)) == 0 && c1.value < DLAP_INF) {
+        if (cf.value == c1.value) {
+            target = cf.col;
+        } else if (c1.value < c2.value && c2.value < DLAP_INF) {
+            target = c1.col;
+            dec = (c2.value - c1.value) + eps;
+        } else if (eps > 0) {
+            target = c1.col;
+            dec = (c2.value < DLAP_INF ? c2.value - c1.value : 0.0) + eps;
+        }
+    }
+}
+
+// Backend.row_minima_terms: terms[q] = (u1, j1, u2, uf, jf) of row rows[q] (row_terms, one block
+// per row, columns -1 where the value is +inf): the bids of the Dask engine's ranks, whose rounds
+// combine every rank's terms over its columns before any bid (dlap/distributed/backend.py), and
+// its reduction transfer. Grid-stride over the rows: this module is launched cooperatively.
+template <typename T>
+__global__ void __launch_bounds__(BID_THREADS, 1) row_minima_terms(const T* C, int n_cols, const double* v, const int* col_match, const int* rows,
+                                 int n, double* terms) {
+    __shared__ Candidate s1[32], s2[32], sf[32];
+    for (int q = blockIdx.x; q < n; q += gridDim.x) {
+        Candidate c1, c2, cf;
+        row_terms(C + static_cast<size_t>(rows[q]) * n_cols, blockDim.x, n_cols, v, col_match, s1, s2, sf, c1, c2, cf);
+        if (threadIdx.x == 0) {
+            double* out = terms + 5 * static_cast<size_t>(q);
+            out[0] = c1.value;
+            out[1] = c1.value < DLAP_INF ? c1.col : -1;
+            out[2] = c2.value;
+            out[3] = cf.value;
+            out[4] = cf.value < DLAP_INF ? cf.col : -1;
         }
     }
 }

@@ -29,6 +29,7 @@ enum {
     CTL_ROTATE = 10,     // three rotating slots: the tree's minimum slack (double bits), the BFS's level sizes
     CTL_BID_ROUNDS = 13, // rounds of bids (bidding.cu)
     CTL_BIDS = 14,       // bids made in them
+    CTL_STAGED = 15,     // classical compression: zero-slack edges staged by its first pass
     CTL_SIZE = 16
 };
 

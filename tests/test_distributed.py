@@ -268,6 +268,18 @@ def test_a_rank_runs_on_its_workers_threads(client):
     assert result.verify().optimal
 
 
+def test_the_wall_time_is_accounted_for(client):
+    """stats say where a solve's wall time went: placement, the comm's setup on the client, the
+    ranks' tasks starting, their solve, their results coming back; together at most the wall
+    time, and the ranks' part the largest."""
+    result = dd.solve(uniform_dask(900, 10, seed=6, chunks=(300, 900)), client, method="classical")
+    seconds = result.stats.phase_seconds
+    parts = ("placement", "comm_spec", "rank_start", "comm_setup", "rank_solve", "rank_return")
+    assert all(seconds[name] >= 0 for name in parts), seconds
+    assert sum(seconds[name] for name in parts) <= result.stats.seconds
+    assert result.stats.phase_counts["comm_kept"] == 0  # sockets between CPU ranks: one per solve
+
+
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("family", ["geometric", "machol-wien", "ties", "float"])
 def test_families(client, method, family):

@@ -353,8 +353,7 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
             solver.stats.phase_seconds["certificate"] = time.perf_counter() - certified
         seconds = time.perf_counter() - started
         if spec.rank != 0:
-            return {"rank": spec.rank, "seconds": seconds, "communication": comm.seconds,
-                    "window": (entered, time.time())}
+            return {"rank": spec.rank, "seconds": seconds, "communication": comm.seconds}
         solver.stats.seconds = seconds
         solver.stats.phase_seconds["comm_setup"] = started - setup
         solver.stats.phase_counts["comm_kept"] = int(getattr(comm, "kept", False))

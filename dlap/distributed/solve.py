@@ -20,7 +20,7 @@ from .backend import SPLIT_AXIS
 from .cluster import connected, gpus_visible, worker_addresses
 from .comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
 from .data import as_source, place_slabs, plan_ranks, slab_bounds, source_offset, source_range
-from .engine import RankResult, RankSpec, run_rank
+from .engine import RankSpec, run_rank
 from .progress import watch
 
 METHODS = tuple(SPLIT_AXIS)
@@ -213,8 +213,9 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     seconds = result.stats.phase_seconds
     seconds["placement"] = placed - started
     seconds["comm_spec"] = joined - placed
-    seconds["rank_start"] = max(_window(r)[0] for r in results) - submitted
-    seconds["rank_return"] = gathered - max(_window(r)[1] for r in results)
+    # rank 0's timeline, which the other parts (its comm setup and solve) are timed on
+    seconds["rank_start"] = results[0].window[0] - submitted
+    seconds["rank_return"] = gathered - results[0].window[1]
     result.stats.seconds = time.perf_counter() - started
     result.stats.phase_counts["ranks_offered"] = offered
     if plan.moved_bytes is not None:
@@ -308,11 +309,6 @@ def _comm_spec(client, workers, nccl: bool) -> tuple:
     if all(client.run(nccl_kept, tuple(workers), workers=workers).values()):
         return ("nccl", None, tuple(workers))
     return ("nccl", client.run(nccl_unique_id, workers=[workers[0]])[workers[0]], tuple(workers))
-
-
-def _window(result) -> tuple[float, float]:
-    """When a rank's task started and ended (``time.time()`` on its worker)."""
-    return result.window if isinstance(result, RankResult) else result["window"]
 
 
 def _wait(client, futures, workers, abort) -> None:

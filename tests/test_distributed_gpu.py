@@ -117,6 +117,31 @@ def test_the_nccl_communicator_is_kept_for_the_next_solve_on_the_same_workers(cl
     assert kept == [0, 1, 0, 1]
 
 
+def test_auto_solves_a_persisted_integer_matrix_where_it_lies(client):
+    """method="auto" on a matrix that fits one GPU: in one row chunk per GPU it is solved split,
+    classical, moving nothing (one rank would have gathered all but its own chunk); in column
+    chunks the row slabs would move as much, so one rank solves it."""
+    import cupy
+    from distributed import wait
+
+    workers = worker_addresses(client)
+    if len(workers) < 2:
+        pytest.skip("needs two GPUs")
+    n, ranks = 3000, len(workers)
+    expected = dlap.solve(uniform_block((0, n), (0, n), n, 10 * n, 13, cupy)).objective
+    rows = uniform_dask(n, 10, seed=13, chunks=(-(-n // ranks), n), gpu=True).persist()
+    cols = uniform_dask(n, 10, seed=13, chunks=(n, -(-n // ranks)), gpu=True).persist()
+    wait([rows, cols])
+    split = dd.solve(rows, client)
+    counts = split.stats.phase_counts
+    assert split.objective == expected and split.verify().optimal
+    assert counts["ranks"] == ranks and split.stats.method == "distributed-classical"
+    assert counts["placement_moved_bytes"] == 0 and counts["one_rank_moved_bytes"] >= n * n * 4 // ranks
+    alone = dd.solve(cols, client)
+    assert alone.objective == expected and alone.stats.phase_counts["ranks"] == 1
+    assert "one_rank_moved_bytes" not in alone.stats.phase_counts
+
+
 def test_zarr_read_into_gpu_memory(client, tmp_path):
     path = str(tmp_path / "cost.zarr")
     uniform_dask(1500, 1, seed=2, chunks=(500, 1500)).to_zarr(path)

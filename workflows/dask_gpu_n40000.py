@@ -7,7 +7,9 @@ variant forced to split over every GPU, and ``method="auto"``) against the singl
 The single GPU solves the same matrix three times with ``method="auto"`` (dlap.solve's default)
 and three times with ``"classical"``.
 
-A method may name its initialisation after a colon (``classical:jv``; default ``init="auto"``).
+A method may name its initialisation after a colon (``classical:jv``; default ``init="auto"``)
+and the persisted input's layout after an @ (``auto@rows``: one row chunk per GPU; default rows
+for classical, column chunks otherwise).
 """
 
 from __future__ import annotations
@@ -35,13 +37,16 @@ def main() -> None:
         cols = uniform_dask(n, 10, gpu=True, chunks=(n, -(-n // ranks))).persist()
         distributed.wait([rows, cols])
         for choice in args.methods:
-            method, _, init = choice.partition(":")
+            method, _, layout = choice.partition("@")
+            method, _, init = method.partition(":")
+            layout = layout or ("rows" if method == "classical" else "cols")
             start = time.perf_counter()
-            r = dd.solve(rows if method == "classical" else cols, client, method=method, init=init or "auto")
+            r = dd.solve(rows if layout == "rows" else cols, client, method=method, init=init or "auto")
             s = r.stats
             print(f"{ranks} GPUs {choice}: wall {time.perf_counter() - start:.3f} s, ranks {s.phase_counts.get('ranks')}, "
                   f"init {s.init}, free after init {n - s.initial_assignments}, optimal {r.verify().optimal}, "
                   f"objective {r.objective}, collectives {s.phase_counts.get('communication')}, "
+                  f"one rank would move {s.phase_counts.get('one_rank_moved_bytes', 0)} B, "
                   + ", ".join(f"{k} {v:.3f}" for k, v in s.phase_seconds.items() if v > 0.01), flush=True)
     matrix = cupy.asarray(uniform_counter(n, 10))
     for method in ("auto", "auto", "auto", "classical", "classical", "classical"):

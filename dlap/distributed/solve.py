@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..api import DEVICES, INITS, _check_choice
+from ..api import DEVICES, INITS, _check_choice, linear_sum_assignment
 from ..api import MSG_NO_GPU as NO_GPU
 from ..certificate import refused
 from ..problem import working_dtype
@@ -19,7 +19,16 @@ from . import registry
 from .backend import SPLIT_AXIS
 from .cluster import connected, gpus_visible, worker_addresses
 from .comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
-from .data import as_source, place_slabs, plan_ranks, slab_bounds, source_offset, source_range
+from .data import (
+    as_source,
+    chunk_holders,
+    local_bytes,
+    place_slabs,
+    plan_ranks,
+    slab_bounds,
+    source_offset,
+    source_range,
+)
 from .engine import RankSpec, run_rank
 from .progress import watch
 
@@ -96,7 +105,11 @@ def solve(
         GPU's), the whole solve runs on one rank with exactly what ``dlap.solve(method="auto")``
         runs there, ε-scaling included: more ranks have been slower than one in every
         measurement so far (README, "Dask"). ``stats.phase_counts["ranks"]`` is then 1 and
-        ``["ranks_offered"]`` the workers it could have used. A larger matrix is split, with the
+        ``["ranks_offered"]`` the workers it could have used. Except where the data lies: on GPU
+        workers, an integer matrix persisted across them so that one rank would gather more of it
+        than the classical variant's row slabs need is solved there, split, with the classical
+        variant (``stats.phase_counts["one_rank_moved_bytes"]`` says what one rank would have
+        moved). A larger matrix is split, with the
         variant ``dlap.solve`` would pick on a CPU (classical for integer costs spanning at most
         ``n_cols`` values, else tree); on GPUs classical for integer costs (timed at n = 200000)
         and tree for floats, on which classical is about 20x slower (``dlap.solve`` picks the
@@ -153,8 +166,12 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
             f"method='scaling' across the ranks solves square matrices (this one is {n_rows} x {n_cols}): "
             "its exact phase would need virtual rows; use method='auto' or 'tree'")
     auto = method == "auto"
+    one_rank_moves = None
     if auto:
-        method = _auto_method(client, source, shape, candidates[:offered], device, maximize)
+        method, gpu = _auto_method(client, source, shape, candidates[:offered], device, maximize)
+        if method == "auto" and gpu and source.dtype.kind in "biu" and wanted > 1:
+            one_rank_moves = _one_rank_moves_more(client, source, transposed, candidates[:offered], wanted)
+            method = "classical" if one_rank_moves else method
         wanted = 1 if method == "auto" else wanted
     split = SPLIT_AXIS[method]
     n_ranks = max(1, min(wanted, shape[split]))
@@ -220,23 +237,47 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     result.stats.phase_counts["ranks_offered"] = offered
     if plan.moved_bytes is not None:
         result.stats.phase_counts["placement_moved_bytes"] = plan.moved_bytes
+    if one_rank_moves:
+        result.stats.phase_counts["one_rank_moved_bytes"] = one_rank_moves
     return result
 
 
-def _auto_method(client, source, shape, candidates, device, maximize) -> str:
-    """``method="auto"``: "auto" (one rank) where the matrix fits a worker, else the variant."""
+def _auto_method(client, source, shape, candidates, device, maximize) -> tuple[str, bool]:
+    """``method="auto"``: "auto" (one rank) where the matrix fits a worker, else the variant;
+    and whether the ranks would be GPUs."""
     seen = client.run(_worker_capacity, workers=candidates)
     gpu = device == "gpu" or (device == "auto" and all(g for g, _ in seen.values()))
     capacity = min(gpu_bytes if gpu else host_bytes for _, (gpu_bytes, host_bytes) in seen.values())
     matrix_bytes = shape[0] * shape[1] * working_dtype(source.dtype, maximize).itemsize
     if matrix_bytes <= ONE_RANK_MEMORY_SHARE * capacity:
-        return "auto"
+        return "auto", gpu
     if source.dtype.kind not in "biu":
-        return "tree"
+        return "tree", gpu
     if gpu:
-        return "classical"
+        return "classical", gpu
     lo, hi = source_range(client, source)
-    return "classical" if int(hi) - int(lo) <= shape[1] else "tree"
+    return ("classical" if int(hi) - int(lo) <= shape[1] else "tree"), gpu
+
+
+def _one_rank_moves_more(client, source, transposed, candidates, wanted) -> int:
+    """For an integer matrix that fits one GPU but is persisted across the GPU workers: the bytes
+    one rank would have to gather, where that is more than the classical variant's row slabs
+    need (0 otherwise, and for input that is not persisted). The ranks follow the data then:
+    n = 40000 int32 in one row chunk per H200, two ranks took 0.54-0.60 s where one rank took
+    0.49-0.51 s of solve after 2.5-4.3 s of moving the other half over tcp
+    (workflows/results/dask-gpu-20261123-x2-n40000-s5-final.log; over ucx the move takes about
+    0.06 s, and the two stay within 1.2x of each other)."""
+    holders = chunk_holders(client, source)
+    if holders is None:
+        return 0
+    axis = 1 if transposed else 0  # the classical variant splits the solved form's rows
+    n_ranks = max(1, min(wanted, source.shape[axis]))
+    total = int(np.prod(source.shape)) * source.dtype.itemsize
+    whole = local_bytes(source, holders, axis, (0, source.shape[axis]), candidates)
+    split = local_bytes(source, holders, axis, slab_bounds(source, axis, n_ranks), candidates)
+    rows, cols = linear_sum_assignment(split, maximize=True)
+    one_rank = total - int(whole.max())
+    return one_rank if one_rank > total - int(split[rows, cols].sum()) else 0
 
 
 def _lenders(client, worker, offered) -> list:

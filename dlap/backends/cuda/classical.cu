@@ -3,9 +3,9 @@
 
 // Row entries a thread of the compression loads at once before it uses the first (a row scan with
 // one load in flight is a chain of dependent loads): on an H200, uniform n = 20000 / 40000, the
-// compressions took 11% / 12% less time with 4 than with 1, and 8 lost; the dual update's scan,
-// which skips covered columns, was fastest with 1 (workflows/results/
-// scaling-gpu-20261123-classical-batch-ab.log).
+// compressions (two reads of the matrix then) took 11% / 12% less time with 4 than with 1, and 8
+// lost; the dual update's scan, which skips covered columns, was fastest with 1
+// (workflows/results/scaling-gpu-20261123-classical-batch-ab.log).
 #ifndef CLASSICAL_BATCH
 #define CLASSICAL_BATCH 4
 #endif

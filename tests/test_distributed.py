@@ -346,6 +346,33 @@ def test_persisted_input_ranks_follow_the_data(client):
     assert result.objective == dlap.solve(cost).objective and result.verify().optimal
 
 
+def test_the_data_a_gpu_auto_solve_follows_is_what_the_solves_move(client):
+    """The estimate behind method="auto" following a persisted integer matrix on GPU workers
+    (``_rows_where_they_lie``, reached only there; computed here on CPU workers): it names what
+    one rank would move and the classical split's plan exactly when the classical split moves
+    less, and those are the bytes the two solves move. Not persisted: no estimate."""
+    from dlap.distributed.cluster import worker_addresses
+    from dlap.distributed.data import as_source
+    from dlap.distributed.solve import _rows_where_they_lie
+
+    cost = uniform_block((0, 300), (0, 300), 300, 3000, 14)
+    workers = worker_addresses(client)
+    assert _rows_where_they_lie(client, as_source(da.from_array(cost, chunks=(100, 300))), False,
+                                workers, 3, False) is None
+    for chunks in [(100, 300), (300, 100)]:
+        arr = da.from_array(cost, chunks=chunks).persist()
+        distributed.wait(arr)
+        one = dd.solve(arr, client, device="cpu").stats.phase_counts
+        split = dd.solve(arr, client, method="classical").stats.phase_counts
+        assert one["ranks"] == 1 and split["ranks"] == 3
+        followed = _rows_where_they_lie(client, as_source(arr), False, workers, 3, False)
+        if split["placement_moved_bytes"] < one["placement_moved_bytes"]:
+            assert followed[0] == one["placement_moved_bytes"]
+            assert followed[1].moved_bytes == split["placement_moved_bytes"]
+        else:
+            assert followed is None
+
+
 def test_persisted_input_is_cut_where_it_lives(client):
     """Row chunks, column slabs (tree): each rank holds a third of its slab; the other pieces
     are cut on the workers that hold their chunks, so only they move (2/3 of the matrix, not

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..api import DEVICES, INITS, _check_choice, linear_sum_assignment
+from ..api import DEVICES, INITS, _check_choice
 from ..api import MSG_NO_GPU as NO_GPU
 from ..certificate import refused
 from ..problem import working_dtype
@@ -19,16 +19,7 @@ from . import registry
 from .backend import SPLIT_AXIS
 from .cluster import connected, gpus_visible, worker_addresses
 from .comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
-from .data import (
-    as_source,
-    chunk_holders,
-    local_bytes,
-    place_slabs,
-    plan_ranks,
-    slab_bounds,
-    source_offset,
-    source_range,
-)
+from .data import as_source, place_slabs, plan_ranks, slab_bounds, source_offset, source_range
 from .engine import RankSpec, run_rank
 from .progress import watch
 
@@ -166,18 +157,18 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
             f"method='scaling' across the ranks solves square matrices (this one is {n_rows} x {n_cols}): "
             "its exact phase would need virtual rows; use method='auto' or 'tree'")
     auto = method == "auto"
-    one_rank_moves = None
+    followed = None  # (bytes one rank would move, the classical split's plan): auto follows the data
     if auto:
         method, gpu = _auto_method(client, source, shape, candidates[:offered], device, maximize)
         if method == "auto" and gpu and source.dtype.kind in "biu" and wanted > 1:
-            one_rank_moves = _one_rank_moves_more(client, source, transposed, candidates[:offered], wanted)
-            method = "classical" if one_rank_moves else method
+            followed = _rows_where_they_lie(client, source, transposed, candidates, wanted, keep_order)
+            method = "classical" if followed else method
         wanted = 1 if method == "auto" else wanted
     split = SPLIT_AXIS[method]
     n_ranks = max(1, min(wanted, shape[split]))
     axis = 1 - split if transposed else split
     bounds = slab_bounds(source, axis, n_ranks)
-    plan = plan_ranks(client, source, axis, bounds, candidates, keep_order)
+    plan = followed[1] if followed else plan_ranks(client, source, axis, bounds, candidates, keep_order)
     workers = plan.workers
     gpu = _ranks_on_gpus(client, workers, device)
     lenders = [] if gpu or method != "auto" else _lenders(client, workers[0], candidates[:offered])
@@ -237,8 +228,8 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     result.stats.phase_counts["ranks_offered"] = offered
     if plan.moved_bytes is not None:
         result.stats.phase_counts["placement_moved_bytes"] = plan.moved_bytes
-    if one_rank_moves:
-        result.stats.phase_counts["one_rank_moved_bytes"] = one_rank_moves
+    if followed:
+        result.stats.phase_counts["one_rank_moved_bytes"] = followed[0]
     return result
 
 
@@ -259,25 +250,22 @@ def _auto_method(client, source, shape, candidates, device, maximize) -> tuple[s
     return ("classical" if int(hi) - int(lo) <= shape[1] else "tree"), gpu
 
 
-def _one_rank_moves_more(client, source, transposed, candidates, wanted) -> int:
-    """For an integer matrix that fits one GPU but is persisted across the GPU workers: the bytes
-    one rank would have to gather, where that is more than the classical variant's row slabs
-    need (0 otherwise, and for input that is not persisted). The ranks follow the data then:
+def _rows_where_they_lie(client, source, transposed, candidates, wanted, keep_order):
+    """For an integer matrix that fits one GPU but is persisted across the GPU workers: where one
+    rank would have to gather more of it than the classical variant's row slabs need, the bytes
+    one rank would move and the classical split's :func:`plan_ranks` (the plan the solve then
+    uses); else (or for input that is not persisted) None. The ranks follow the data then:
     n = 40000 int32 in one row chunk per H200, two ranks took 0.54-0.60 s where one rank took
     0.49-0.51 s of solve after 2.5-4.3 s of moving the other half over tcp
     (workflows/results/dask-gpu-20261123-x2-n40000-s5-final.log; over ucx the move takes about
     0.06 s, and the two stay within 1.2x of each other)."""
-    holders = chunk_holders(client, source)
-    if holders is None:
-        return 0
     axis = 1 if transposed else 0  # the classical variant splits the solved form's rows
+    one = plan_ranks(client, source, axis, (0, source.shape[axis]), candidates, keep_order)
+    if one.moved_bytes is None:
+        return None
     n_ranks = max(1, min(wanted, source.shape[axis]))
-    total = int(np.prod(source.shape)) * source.dtype.itemsize
-    whole = local_bytes(source, holders, axis, (0, source.shape[axis]), candidates)
-    split = local_bytes(source, holders, axis, slab_bounds(source, axis, n_ranks), candidates)
-    rows, cols = linear_sum_assignment(split, maximize=True)
-    one_rank = total - int(whole.max())
-    return one_rank if one_rank > total - int(split[rows, cols].sum()) else 0
+    split = plan_ranks(client, source, axis, slab_bounds(source, axis, n_ranks), candidates, keep_order)
+    return (one.moved_bytes, split) if split.moved_bytes < one.moved_bytes else None
 
 
 def _lenders(client, worker, offered) -> list:

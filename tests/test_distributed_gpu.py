@@ -1,6 +1,7 @@
 """The Dask engine on GPUs: a LocalCUDACluster (one worker per visible GPU), NCCL between ranks."""
 
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ distributed = pytest.importorskip("distributed")
 import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
 import dlap.generate  # noqa: E402
-from dlap.distributed.cluster import worker_addresses  # noqa: E402
+from dlap.distributed.cluster import ucx_waits_spin, worker_addresses  # noqa: E402
 from dlap.generate import uniform_block, uniform_dask  # noqa: E402
 
 from .helpers import assert_nan_slab_refused, received_bytes, reference, solve_in_background  # noqa: E402
@@ -195,11 +196,34 @@ def test_protocol_ucx():
 
     with dd.start_cluster(protocol="ucx", dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
         assert all(address.startswith("ucx://") for address in worker_addresses(c))
+        # the workers talk UCX through ucxx, and wait on it without spinning their event loops
+        assert all(c.run(lambda: __import__("sys").modules["ucxx.core"]._ctx is not None).values())
+        assert not any(c.run(ucx_waits_spin).values())
         for method, n in [("classical", 3000), ("tree", 800)]:
-            result = dd.solve(uniform_dask(n, 10, seed=4, chunks=(n, -(-n // 2)), gpu=True), c, method=method)
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                result = dd.solve(uniform_dask(n, 10, seed=4, chunks=(n, -(-n // 2)), gpu=True), c, method=method)
+            assert not [w for w in seen if "spinning" in str(w.message)]
             assert result.objective == dlap.solve(uniform_block((0, n), (0, n), n, 10 * n, 4, cupy)).objective
             assert result.verify().optimal
         check_persisted_cupy(c)
+
+
+def test_ucx_workers_that_spin_are_named(monkeypatch):
+    """Workers started with ucxx's blocking progress (distributed-ucxx's default) spin their event
+    loops waiting on UCX: the solve still finds the optimum, and warns with the settings that
+    stop it."""
+    pytest.importorskip("distributed_ucxx")
+    import cupy
+
+    monkeypatch.setenv("UCXPY_PROGRESS_MODE", "blocking")
+    monkeypatch.setenv("UCXPY_ENABLE_PYTHON_FUTURE", "0")
+    n = 1000
+    with dd.start_cluster(protocol="ucx", dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+        assert all(c.run(ucx_waits_spin).values())
+        with pytest.warns(RuntimeWarning, match="UCXPY_PROGRESS_MODE=thread UCXPY_ENABLE_PYTHON_FUTURE=1"):
+            result = dd.solve(uniform_dask(n, 10, seed=5, chunks=(n, n // 2), gpu=True), c, method="classical")
+        assert result.objective == dlap.solve(uniform_block((0, n), (0, n), n, 10 * n, 5, cupy)).objective
 
 
 def test_dead_gpu_worker_aborts_nccl(client):

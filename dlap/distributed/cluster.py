@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from contextlib import contextmanager
-
 
 #: dask-cuda worker options for solves: no device spilling, no host memory limit (see start_cluster)
 GPU_WORKER_OPTIONS = {"device_memory_limit": 0, "memory_limit": 0}
+
+#: ucxx's progress settings for processes that talk UCX. Under distributed-ucxx's defaults
+#: (blocking progress, no Python futures) ucxx waits for each pending receive by rescheduling it
+#: on the event loop until it completes (``await asyncio.sleep(0)`` in a loop), and a worker
+#: always has one pending (its stream from the scheduler): its event loop thread spins, busy 80%
+#: of the time, and takes the GIL each time a rank's thread lets go of it, which every CUDA call
+#: does. A launch then cost 16-28 us of host time in a rank's thread instead of 7-12 us, and the
+#: ranks' solve at n = 40000 ran 27-40% slower than over tcp. With a progress thread and Python
+#: futures a receive is an asyncio future that ucxx's notifier thread completes, the loop sleeps
+#: (1-2% busy), and the ranks' solve is within 5% of tcp's (workflows/ucx_probe.py,
+#: workflows/protocols.py; workflows/results/dask-gpu-20261123-x2-ucx-probe-s6-*,
+#: dask-gpu-20261123-x2-protocols-s6-*). A progress thread alone does not stop the spinning.
+UCX_ENVIRONMENT = {"UCXPY_PROGRESS_MODE": "thread", "UCXPY_ENABLE_PYTHON_FUTURE": "1"}
 
 
 def gpus_visible() -> int:
@@ -27,7 +41,14 @@ def start_cluster(n_workers: int | None = None, *, protocol: str = "tcp", gpu: b
     GPU workers get :data:`GPU_WORKER_OPTIONS` unless ``options`` says otherwise: a slab is most of
     its GPU, so dask-cuda's device-to-host spilling (at 80% of the GPU by default, counting each
     key that refers to the slab) would copy it to host memory, and the host memory limit would
-    then kill the worker (seen with n = 200000 on two H200s)."""
+    then kill the worker (seen with n = 200000 on two H200s).
+
+    With ``protocol="ucx"`` the variables of :data:`UCX_ENVIRONMENT` are set in this process's
+    environment where it has none of its own (the workers inherit them; the scheduler of a local
+    cluster runs here)."""
+    if protocol == "ucx":
+        for name, value in UCX_ENVIRONMENT.items():
+            os.environ.setdefault(name, value)
     n_gpus = gpus_visible()
     gpu = n_gpus > 0 if gpu is None else gpu
     if gpu:
@@ -39,6 +60,13 @@ def start_cluster(n_workers: int | None = None, *, protocol: str = "tcp", gpu: b
     options.setdefault("threads_per_worker", 1)
     options.setdefault("dashboard_address", ":0")
     return LocalCluster(n_workers=n_workers or 2, protocol=protocol, processes=True, **options)
+
+
+def ucx_waits_spin() -> bool:
+    """Whether this process talks UCX with ucxx waiting on its receives by spinning the event
+    loop (see :data:`UCX_ENVIRONMENT`); False where it does not talk UCX."""
+    context = getattr(sys.modules.get("ucxx.core"), "_ctx", None)
+    return context is not None and not getattr(context, "enable_python_future", True)
 
 
 def worker_addresses(client) -> list[str]:

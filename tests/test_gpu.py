@@ -320,6 +320,64 @@ def test_row_minima_terms_are_the_cpu_kernels(data):
     np.testing.assert_array_equal(gpu.row_minima_terms(on_gpu, gpu_rows).get(), cpu.row_minima_terms(on_cpu, cpu_rows))
 
 
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_tree_wave_kernels_are_the_cpu_kernels(data):
+    """forward.cu's two halves of a tree wave of the Dask engine's GPU ranks equal the CPU kernels:
+    the offer (its header exactly, its rows as a set: the GPU lists them in any order) on slabs
+    of one column to several grids' worth, with ties, forbidden (+inf) columns and levels below,
+    at and above the smallest slack; the join of the same rows in the same order into the
+    replica and the slab (rows of other ranks' columns among them, free and matched columns,
+    a wave started or continued, more rows than a block has threads)."""
+    import cupy
+
+    from dlap.backends.cpu import CPUBackend
+    from dlap.backends.gpu import GPUBackend
+    from dlap.problem import Problem
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    n_rows = data.draw(st.integers(1, 3000))
+    width = data.draw(st.sampled_from([1, 2, 31, 1025, 6200, 300001]))
+    lo = data.draw(st.sampled_from([0, 7]))
+    n_cols = lo + width + data.draw(st.sampled_from([0, 5, 3000]))
+    slack = rng.integers(0, data.draw(st.sampled_from([2, 50])), width).astype(np.float64)
+    slack[rng.random(width) < data.draw(st.sampled_from([0.0, 0.5, 1.0]))] = np.inf
+    finite = slack[slack < np.inf]
+    level = float(data.draw(st.sampled_from([-1.0, 0.0, 1.0]))) + (float(finite.min()) if finite.size else 0.0)
+    col_pred = rng.integers(0, n_rows, width)
+    # a partial matching of the replica's columns, and rows offered: columns of this slab and others
+    match = np.full(n_cols, -1)
+    matched = rng.permutation(n_cols)[: min(n_rows, int(n_cols * data.draw(st.sampled_from([0.0, 0.5, 1.0]))))]
+    match[matched] = rng.permutation(n_rows)[: matched.size]
+    # (at most n_cols - 3: the wave's counters below start at up to 3)
+    offered_cols = rng.permutation(n_cols)[: min(data.draw(st.sampled_from([0, 1, 1023, 1025, 2500])), n_cols - 3)]
+    offered = np.stack([offered_cols, rng.integers(0, n_rows, offered_cols.size),
+                        rng.integers(0, 3, offered_cols.size) + level - 1], axis=1).astype(np.float64)
+    u = rng.integers(-5, 5, n_rows).astype(np.float64)
+    wave = np.array([data.draw(st.integers(0, 3)), data.draw(st.integers(0, 3)), 0, data.draw(st.integers(0, 3))])
+    first = data.draw(st.booleans())
+    results = []
+    for backend, xp in ((CPUBackend(), np), (GPUBackend(), cupy)):
+        block = xp.zeros((1, width))  # the offer and the join read the slab's per-column arrays only
+        slab = backend.allocate(Problem(matrix=block, transposed=False, maximize=False, original=block))
+        slab.slack[:], slab.col_pred[:], slab.v_open[:] = xp.asarray(slack), xp.asarray(col_pred), 0.0
+        out = xp.zeros((width + 1, 3))
+        backend.tree_offer(slab, level, lo, out)
+        count = int(out[0, 1])
+        rows = np.asarray(out[1 : 1 + count].get() if xp is cupy else out[1 : 1 + count])
+        replica = backend.allocate_graph((n_rows, n_cols), np.float64, 0.0)
+        replica.col_match[:], replica.u[:] = xp.asarray(match), xp.asarray(u)
+        shift, counters = xp.zeros(n_rows + 3), xp.array(wave)  # a copy: the join advances it
+        backend.tree_join(replica, slab, xp.asarray(offered), level, lo, shift, counters, first)
+        host = (lambda a: a.get()) if xp is cupy else np.asarray
+        results.append((host(out[0]), rows[np.argsort(rows[:, 0])], host(counters), host(shift),
+                        *(host(a) for a in (slab.slack, slab.v_open, replica.col_pred, replica.col_level,
+                                            replica.forest_cols, replica.reverse, replica.rows_q,
+                                            replica.row_level, replica.row_pred))))
+    for on_cpu, on_gpu in zip(*results):
+        np.testing.assert_array_equal(on_gpu, on_cpu)
+
+
 @pytest.mark.parametrize("strategy", list(STRATEGIES), ids=list(STRATEGIES))
 def test_bids_agree_with_scipy_on_the_gpu(strategy, monkeypatch):
     """BIDDING_TAIL = 0: the rounds of bids run on matrices of a few rows too."""

@@ -46,6 +46,7 @@ def main() -> None:
             print(f"{ranks} GPUs {choice}: wall {time.perf_counter() - start:.3f} s, ranks {s.phase_counts.get('ranks')}, "
                   f"init {s.init}, free after init {n - s.initial_assignments}, optimal {r.verify().optimal}, "
                   f"objective {r.objective}, collectives {s.phase_counts.get('communication')}, "
+                  f"tree waves {s.phase_counts.get('waves', 0)}, "
                   f"one rank would move {s.phase_counts.get('one_rank_moved_bytes', 0)} B, "
                   + ", ".join(f"{k} {v:.3f}" for k, v in s.phase_seconds.items() if v > 0.01), flush=True)
     matrix = cupy.asarray(uniform_counter(n, 10))

@@ -170,6 +170,25 @@ class Backend(ABC):
         the row in ``col_pred``. The Dask engine's tree search runs it on a column slab."""
 
     @abstractmethod
+    def tree_offer(self, state: HungarianState, level: float, lo: int, out) -> None:
+        """A tree wave's offer from a column slab (the Dask engine's tree search; the slab's
+        columns are global columns ``lo + j``): ``out[0] = (smallest slack, count, 0)``, then
+        ``count`` rows (global column, ``col_pred``, slack) of the columns with a finite slack at
+        or below ``max(level, smallest slack)``, in any order. ``out`` (float64, 3 wide) has a
+        row per column of the slab and one more."""
+
+    @abstractmethod
+    def tree_join(self, state: HungarianState, slab: HungarianState, offered, level: float, lo: int, shift,
+                  wave, first: bool) -> None:
+        """A tree wave's join on the replica ``state``: of the rows (column, predecessor, slack)
+        of ``offered``, in order, those tight at ``level`` join the forest: the column's
+        ``col_pred``/``col_level``, ``forest_cols``; a free one ``reverse``; the row matched to
+        another joins ``rows_q`` with its ``row_level``/``row_pred``, and is the next frontier with
+        ``shift = slack - u``. The columns of ``slab`` (global ``lo + j``) among them leave its scan
+        (``slack`` +inf, ``v_open`` -inf). ``wave`` (int64: forest columns, reverse columns,
+        forest rows, frontier rows of this wave) is advanced; ``first`` starts the frontier."""
+
+    @abstractmethod
     def load_reverse(self, state: HungarianState, n_reverse: int) -> None:
         """Declare ``reverse[:n_reverse]`` as the free columns a search reached, for a search run
         outside the backend (the Dask engine's), before :meth:`reverse_pass`."""

@@ -128,6 +128,16 @@ class CPUBackend(Backend):
     def tree_scan(self, state, rows, shift, n):
         k.tree_scan(state.cost, rows, shift, n, state.v_open, state.slack, state.col_pred)
 
+    def tree_offer(self, state, level, lo, out):
+        k.tree_offer(state.slack, state.col_pred, lo, level, out)
+
+    def tree_join(self, state, slab, offered, level, lo, shift, wave, first):
+        k.tree_join(
+            offered, level, lo, slab.slack, slab.v_open, state.col_pred, state.col_level, state.forest_cols,
+            state.col_match, state.reverse, state.row_level, state.row_pred, state.rows_q, state.u, shift, wave,
+            first,
+        )
+
     def load_reverse(self, state, n_reverse):
         state.n_reverse = n_reverse
 

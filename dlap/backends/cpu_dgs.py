@@ -293,6 +293,11 @@ class CPUSwitching(SwitchingPrimitives):
     def repair(self, state):
         return augment_free_rows(state.cost, state.row_match, state.col_match)
 
+    def load_held(self, state):
+        held = np.flatnonzero(state.col_match >= 0)
+        state.held[:] = 0.0
+        state.held[held] = state.cost[state.col_match[held], held]
+
     def evaluate(self, state, entities, stamp):
         difference_evaluation(
             state.cost, state.cost_t, entities, state.row_match, state.col_match, state.held,

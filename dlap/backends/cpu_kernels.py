@@ -395,6 +395,56 @@ def tree_scan(C, rows, shift, n, v_open, slack, col_pred):
 
 
 @njit(cache=True, nogil=True)
+def tree_offer(slack, col_pred, lo, level, out):
+    """A tree wave's offer from a column slab (the Dask engine's): ``out[0] = (smallest slack,
+    count, 0)``, then (global column, predecessor, slack) of each column with a finite slack at or
+    below ``max(level, smallest slack)``, in column order."""
+    low = _min_slack(slack)
+    bound = max(low, level)
+    count = 0
+    for j in range(slack.shape[0]):
+        s = slack[j]
+        if s <= bound and s < INF:
+            count += 1
+            out[count, 0], out[count, 1], out[count, 2] = j + lo, col_pred[j], s
+    out[0, 0], out[0, 1], out[0, 2] = low, count, 0.0
+
+
+@njit(cache=True, nogil=True)
+def tree_join(offered, level, lo, slab_slack, slab_v_open, col_pred, col_level, forest_cols, col_match, reverse,
+              row_level, row_pred, rows_q, u, shift, wave, first):
+    """A tree wave's join on the replica: the offered rows tight at ``level`` join the forest in
+    order (GPUBackend's ``tree_join`` kernel does the same with a block-wide prefix sum)."""
+    n_forest, n_rev, n_q = wave[0], wave[1], wave[2]
+    n_front = 0 if first else wave[3]
+    hi = lo + slab_slack.shape[0]
+    for k in range(offered.shape[0]):
+        s = offered[k, 2]
+        if s > level:
+            continue
+        j = int(offered[k, 0])
+        if lo <= j < hi:
+            slab_slack[j - lo] = INF
+            slab_v_open[j - lo] = -INF
+        col_pred[j] = int(offered[k, 1])
+        col_level[j] = s
+        forest_cols[n_forest] = j
+        n_forest += 1
+        owner = col_match[j]
+        if owner < 0:
+            reverse[n_rev] = j
+            n_rev += 1
+        else:
+            rows_q[n_q] = owner
+            n_q += 1
+            row_level[owner] = s
+            row_pred[owner] = j
+            shift[n_front] = s - u[owner]
+            n_front += 1
+    wave[0], wave[1], wave[2], wave[3] = n_forest, n_rev, n_q, n_front
+
+
+@njit(cache=True, nogil=True)
 def _min_slack(slack):
     """Minimum slack (forest columns hold +inf). Four accumulators break the compare chain."""
     n = slack.shape[0]

@@ -210,9 +210,10 @@ class GPUBackend(Backend):
 
     @staticmethod
     def _allocate_state(cost, tol_scale: float, **extra) -> GPUState:
+        ctl = cupy.zeros(gk.CTL_SIZE, dtype=np.uint64)
+        ctl[gk.CTL_OFFER_LOW] = gk.ORDERED_INF  # tree_offer's running minimum starts (and ends) there
         return GPUState.allocate(
-            cost, cupy, np.int32, np.int32, tol_scale,
-            ctl=cupy.zeros(gk.CTL_SIZE, dtype=np.uint64), barrier=cupy.zeros(2, dtype=np.uint32),
+            cost, cupy, np.int32, np.int32, tol_scale, ctl=ctl, barrier=cupy.zeros(2, dtype=np.uint32),
             device_id=cupy.cuda.runtime.getDevice(), **extra,
         )
 
@@ -506,6 +507,19 @@ class GPUBackend(Backend):
     def tree_scan(self, state, rows, shift, n):
         gk.kernel("tree", "tree_scan", state.cost.dtype)((gk.blocks(state.n_cols),), (gk.BLOCK,), (
             state.cost, np.int32(state.n_cols), rows, shift, np.int32(n), state.v_open, state.slack, state.col_pred,
+        ))
+
+    def tree_offer(self, state, level, lo, out):
+        gk.launch_persistent("forward", "tree_offer", None, (
+            state.slack, state.col_pred, np.int32(state.n_cols), np.int32(lo), np.float64(level), out,
+            state.ctl, state.barrier,
+        ), state.device_id)
+
+    def tree_join(self, state, slab, offered, level, lo, shift, wave, first):
+        gk.kernel("forward", "tree_join")((1,), (gk.PERSISTENT_BLOCK,), (
+            offered, np.int32(offered.shape[0]), np.float64(level), np.int32(lo), np.int32(lo + slab.n_cols),
+            slab.slack, slab.v_open, state.col_pred, state.col_level, state.forest_cols, state.col_match,
+            state.reverse, state.row_level, state.row_pred, state.rows_q, state.u, shift, wave, np.int32(first),
         ))
 
     def load_reverse(self, state, n_reverse):

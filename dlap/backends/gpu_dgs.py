@@ -52,6 +52,11 @@ class GPUSwitching(SwitchingPrimitives):
         )
         return cols, costs
 
+    def load_held(self, state):
+        gk.kernel("dgs", "dgs_held", state.cost.dtype)((gk.blocks(state.n_cols),), (gk.BLOCK,), (
+            state.cost, np.int32(state.n_cols), state.col_match, state.held,
+        ))
+
     def repair(self, state):
         """Augmenting paths on the host (only reached when the start met forbidden pairs it could
         not avoid: a copy of the matrix comes to the host)."""

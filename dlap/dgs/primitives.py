@@ -32,6 +32,11 @@ class SwitchingPrimitives(ABC):
         """Assign the unassigned rows along augmenting paths of finite entries; False if impossible."""
 
     @abstractmethod
+    def load_held(self, state: DGSState) -> None:
+        """``held[j] = C[col_match[j], j]`` (0 for a job no agent holds), exactly: float32
+        subnormals included, which a GPU's float32 -> float64 conversion flushes to zero."""
+
+    @abstractmethod
     def evaluate(self, state: DGSState, entities, stamp: int) -> None:
         """Difference evaluation (ADE/JDE, Algorithm 2) of the listed agents and jobs."""
 

@@ -94,8 +94,7 @@ def initial_assignment(prims: SwitchingPrimitives, state, start: str, seed, dead
         greedy_start(prims, state, deadline)
     if bool((state.row_match < 0).any()) and not prims.repair(state):
         raise InfeasibleError()
-    held = xp.flatnonzero(state.col_match >= 0)
-    state.held[held] = state.cost[state.col_match[held], held]
+    prims.load_held(state)
 
 
 def greedy_start(prims: SwitchingPrimitives, state, deadline: Deadline) -> None:

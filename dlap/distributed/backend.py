@@ -40,8 +40,8 @@ from .scaling import DistributedScaling
 #: over column slabs; "auto" runs on one rank, whose slab is the whole matrix, or split as its
 #: variant: dlap.distributed.solve)
 SPLIT_AXIS = {"auto": 1, "classical": 0, "hybrid": 1, "scaling": 1, "tree": 1}
-#: a tree wave's exchange carries this many of each rank's candidate columns in its one
-#: all-gather; a wave with more sends the rest in a second
+#: a tree wave's exchange carries this many of each rank's offered columns in its one
+#: all-gather; a wave where a rank offers more sends the rest in a second
 WAVE_CAPACITY = 256
 
 
@@ -61,6 +61,7 @@ class DistributedBackend(DistributedScaling):
         self.bounds, self.rank = bounds, rank
         self.lo, self.hi = bounds[rank], bounds[rank + 1]
         self.level = 0.0  # the dual level the last tree forward pass reached
+        self._waves = None  # the tree waves' buffers (_wave_buffers)
         self.tallies = dict.fromkeys(
             ("dual_updates", "searches", "rows_scanned", "waves", "zero_slack_edges"), 0)
 
@@ -314,28 +315,34 @@ class DistributedBackend(DistributedScaling):
         ``rows_q``/``forest_cols`` with the levels at which each vertex joined, exactly as the
         single-device kernels do, and returns the free columns reached (-1: infeasible).
 
-        A wave is one exchange (:meth:`_exchange_candidates`): each rank sends its smallest
-        slack and its columns at or below ``max(level, that slack)``, a superset of those at the
-        wave's level, which every rank then knows."""
-        s, g = self.slab, state
+        A wave: the local backend scans the frontier rows over the slab (``tree_scan``) and
+        lists the slab's columns at or below ``max(level, its smallest slack)``, a superset of
+        those at the wave's level (``tree_offer``); one all-gather (:meth:`_exchange_offers`)
+        gives every rank every offer and smallest slack, hence the wave's level; and each rank
+        joins the tight columns to its replica, rank by rank (``tree_join``). The host reads the
+        offers' headers and the wave's four counters: two small reads per wave."""
+        s, g, xp = self.slab, state, self.xp
+        offers, shift, wave = self._wave_buffers(g)
         s.slack[:] = np.inf
         s.v_open[:] = g.v[self.lo : self.hi]
-        frontier = g.free_rows[:n_roots].copy()
+        frontier = g.free_rows[:n_roots]
         g.row_level[frontier] = 0.0
         g.row_pred[frontier] = -1
         g.rows_q[:n_roots] = frontier
-        n_q, n_forest, n_rev, level = n_roots, 0, 0, 0.0
-        shift = -g.u[frontier]
+        shift[:n_roots] = -g.u[frontier]
+        wave[:] = xp.asarray([0, 0, n_roots, n_roots])
+        n_q, n_front, n_rev, level = n_roots, n_roots, 0, 0.0
         waves = 0
         while not (n_rev > 0 and not collect_ties):
             waves += 1
             if waves > 2 * g.n_cols + 2:  # every wave covers a column (n_cols + 1 at most), with a margin
                 raise RuntimeError(
                     "dlap internal error: the tree search across the ranks stopped making progress")
-            if frontier.shape[0]:
-                self.local.tree_scan(s, frontier, shift, int(frontier.shape[0]))
-                self.tallies["rows_scanned"] += int(frontier.shape[0])
-            mine, minima, offered = self._exchange_candidates(level)
+            if n_front:
+                self.local.tree_scan(s, g.rows_q[n_q - n_front : n_q], shift, n_front)
+                self.tallies["rows_scanned"] += n_front
+            self.local.tree_offer(s, level, self.lo, offers)
+            minima, pieces = self._exchange_offers(offers)
             best = float(minima.min())
             if n_rev > 0 and best > level:
                 break  # no column left at this level: the paths found go to the reverse pass
@@ -344,61 +351,37 @@ class DistributedBackend(DistributedScaling):
             if best > level:
                 level = best  # dual update by theta = best - level (Algorithm 9, lazily)
                 self.tallies["dual_updates"] += 1
-            covered = mine[s.slack[mine] <= level]  # they leave this rank's scan
-            s.slack[covered] = np.inf
-            s.v_open[covered] = -np.inf
-            tight = offered[offered[:, 2] <= level]
-            cols = tight[:, 0].astype(g.col_pred.dtype)
-            g.col_pred[cols] = tight[:, 1].astype(g.col_pred.dtype)
-            g.col_level[cols] = tight[:, 2]
-            g.forest_cols[n_forest : n_forest + cols.shape[0]] = cols
-            n_forest += int(cols.shape[0])
-            owner = g.col_match[cols]
-            free = owner < 0
-            reached = cols[free]
-            g.reverse[n_rev : n_rev + reached.shape[0]] = reached
-            n_rev += int(reached.shape[0])
-            frontier = owner[~free]
-            levels = tight[:, 2][~free]
-            g.row_level[frontier] = levels
-            g.row_pred[frontier] = cols[~free]
-            g.rows_q[n_q : n_q + frontier.shape[0]] = frontier
-            n_q += int(frontier.shape[0])
-            shift = levels - g.u[frontier]
+            for r, piece in enumerate(pieces):
+                self.local.tree_join(g, s, piece, level, self.lo, shift, wave, r == 0)
+            n_forest, n_rev, n_q, n_front = (int(x) for x in _host(wave))
             self.tallies["waves"] += 1
         g.n_forest_rows, g.n_forest_cols = n_q, n_forest
         self.level = level
         self.local.load_reverse(g, n_rev)
         return n_rev
 
-    def _exchange_candidates(self, level: float):
-        """One wave's exchange: this rank's columns with slack at or below
-        ``max(level, its smallest slack)`` (local indices), every rank's smallest slack, and
-        every rank's such columns as rows (column, predecessor row, slack) in rank order. One
-        all-gather of ``WAVE_CAPACITY`` rows per rank; a second only for a wave that offers more."""
-        xp, s = self.xp, self.slab
-        local_min = s.slack.min() if s.slack.shape[0] else xp.asarray(np.inf)
-        mine = xp.flatnonzero(s.slack <= xp.maximum(local_min, level))
-        count = int(mine.shape[0])
-        buf = xp.zeros((WAVE_CAPACITY + 1, 3), dtype=np.float64)
-        buf[0, 0], buf[0, 1] = local_min, count
-        self._offer_columns(buf[1:], mine[:WAVE_CAPACITY])
-        stacked = self.comm.allgather(buf)
+    def _wave_buffers(self, state):
+        """The tree waves' buffers, made on the first search: this rank's offer (a row per column
+        of the widest slab, and the header), the frontier's shifts, the wave's counters."""
+        if self._waves is None:
+            xp, widest = self.xp, max(b - a for a, b in zip(self.bounds, self.bounds[1:]))
+            self._waves = (xp.zeros((widest + 1, 3)), xp.zeros(state.n_rows), xp.zeros(4, dtype=np.int64))
+        return self._waves
+
+    def _exchange_offers(self, offers):
+        """One wave's exchange: every rank's smallest slack (host) and its offered rows (device
+        views), in rank order. One all-gather of ``WAVE_CAPACITY`` rows per rank; a second only
+        for a wave where some rank offers more."""
+        stacked = self.comm.allgather(offers[: WAVE_CAPACITY + 1])
         header = _host(stacked[:, 0, :2])
         counts = header[:, 1].astype(np.int64)
         pieces = [stacked[r, 1 : 1 + min(int(counts[r]), WAVE_CAPACITY)] for r in range(self.comm.size)]
-        extra = counts - WAVE_CAPACITY
-        if extra.max() > 0:
-            rest = xp.zeros((int(extra.max()), 3), dtype=np.float64)
-            self._offer_columns(rest, mine[WAVE_CAPACITY:])
-            more = self.comm.allgather(rest)
-            pieces = [p for r in range(self.comm.size) for p in (pieces[r], more[r, : max(int(extra[r]), 0)])]
-        return mine, header[:, 0], xp.concatenate(pieces)
-
-    def _offer_columns(self, out, cols) -> None:
-        """Rows (global column, predecessor row, slack) of this rank's ``cols`` at the top of ``out``."""
-        s, k = self.slab, cols.shape[0]
-        out[:k, 0], out[:k, 1], out[:k, 2] = cols + self.lo, s.col_pred[cols], s.slack[cols]
+        extra = int(counts.max()) - WAVE_CAPACITY
+        if extra > 0:
+            more = self.comm.allgather(offers[WAVE_CAPACITY + 1 : WAVE_CAPACITY + 1 + extra])
+            pieces = [p for r in range(self.comm.size)
+                      for p in (pieces[r], more[r, : max(int(counts[r]) - WAVE_CAPACITY, 0)])]
+        return header[:, 0], pieces
 
     def tree_dual_update(self, state) -> None:
         """Algorithm 9 on the replica: forest rows gain ``level - joined``, covered columns lose it."""

@@ -30,7 +30,9 @@ enum {
     CTL_BID_ROUNDS = 13, // rounds of bids (bidding.cu)
     CTL_BIDS = 14,       // bids made in them
     CTL_STAGED = 15,     // classical compression: zero-slack edges staged by its first pass
-    CTL_SIZE = 16
+    CTL_OFFER_LOW = 16,  // the Dask engine's tree wave (tree_offer): smallest slack (order-preserving bits)
+    CTL_OFFER_COUNT = 17,  // and the columns offered
+    CTL_SIZE = 18
 };
 
 template <typename T>

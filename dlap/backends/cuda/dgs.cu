@@ -156,6 +156,17 @@ __global__ void dgs_switch(const T* C, int n_rows, int n_cols, const int* cand_a
     atomicAdd(ctl + 1, 1ULL);
 }
 
+// The held costs after the start: held[j] = C[col_match[j], j] (0 for an unheld job), widened
+// exactly (float32 subnormals survive, where CuPy's conversion flushes them to zero).
+template <typename T>
+__global__ void dgs_held(const T* C, int n_cols, const int* col_match, double* held) {
+    const long long tid = global_thread(), n_threads = grid_threads();
+    for (long long j = tid; j < n_cols; j += n_threads) {
+        const int i = col_match[j];
+        held[j] = i >= 0 ? widen(C[static_cast<size_t>(i) * n_cols + j]) : 0.0;
+    }
+}
+
 // Greedy start, one round: each listed row's cheapest unheld column (-1: none is finite), one
 // block per row.
 template <typename T>

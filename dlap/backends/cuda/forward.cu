@@ -234,3 +234,125 @@ tree_forward_pass(const T* C, int n_cols, const double* u, const double* v, cons
         ctl[CTL_SCANNED] += scanned;
     }
 }
+
+// The Dask engine's tree search over column slabs (Algorithm 4 across the ranks, section 5): the
+// two halves of a wave's exchange, so that a wave costs two launches and two reads of a few
+// scalars, not a chain of array steps.
+//
+// tree_offer, persistent: this rank's offer for the all-gather. out row 0 is (its smallest slack,
+// the number of columns offered, 0); rows 1.. are (global column, predecessor row, slack) of its
+// columns with a finite slack at or below max(level, that smallest slack), in no fixed order
+// (every rank receives the same rows, so the replicas agree). ctl[CTL_OFFER_LOW] must hold
+// ordered(+inf) and ctl[CTL_OFFER_COUNT] 0 at launch; the kernel leaves them so.
+extern "C" __global__ void __launch_bounds__(1024, 1)
+tree_offer(const double* slack, const int* col_pred, int n_cols, int lo, double level, double* out,
+           u64* ctl, unsigned int* barrier) {
+    __shared__ double mins[32];
+    const long long tid = global_thread(), n_threads = grid_threads();
+    double low = DLAP_INF;
+    for (long long j = tid; j < n_cols; j += n_threads) low = fmin(low, slack[j]);
+    low = block_min(low, mins);
+    if (threadIdx.x == 0 && low < DLAP_INF) atomicMin(&ctl[CTL_OFFER_LOW], ordered(low));
+    grid_sync(barrier);
+    low = unordered(ld(ctl + CTL_OFFER_LOW));
+    const double bound = fmax(low, level);
+    for (long long j = tid; j < n_cols; j += n_threads) {
+        const double s = slack[j];
+        if (s <= bound && s < DLAP_INF) {
+            const long long k = static_cast<long long>(atomicAdd(&ctl[CTL_OFFER_COUNT], 1ULL)) + 1;
+            out[3 * k] = static_cast<double>(j + lo);
+            out[3 * k + 1] = static_cast<double>(col_pred[j]);
+            out[3 * k + 2] = s;
+        }
+    }
+    grid_sync(barrier);
+    if (tid == 0) {
+        out[0] = low;
+        out[1] = static_cast<double>(ld(ctl + CTL_OFFER_COUNT));
+        out[2] = 0.0;
+        ctl[CTL_OFFER_LOW] = ordered(DLAP_INF);
+        ctl[CTL_OFFER_COUNT] = 0;
+    }
+}
+
+// Exclusive prefix sum over the block; every thread gets its own and the block's total.
+// `scratch` holds 32 long longs of shared memory.
+__device__ __forceinline__ long long block_exclusive_sum(long long x, long long* scratch, long long* total) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n_warps = (blockDim.x + 31) >> 5;
+    long long inclusive = x;
+    for (int o = 1; o < 32; o <<= 1) {
+        const long long y = __shfl_up_sync(0xffffffffu, inclusive, o);
+        if (lane >= o) inclusive += y;
+    }
+    __syncthreads();  // scratch may still be read by a previous call
+    if (lane == 31) scratch[warp] = inclusive;
+    __syncthreads();
+    long long before = 0, sum = 0;
+    for (int w = 0; w < n_warps; ++w) {
+        if (w < warp) before += scratch[w];
+        sum += scratch[w];
+    }
+    *total = sum;
+    return before + inclusive - x;
+}
+
+// tree_join, one block: the offered rows `offered[0..n)` (one rank's piece of the all-gather, in
+// rank order) that are tight at `level` join the forest on every rank's replica, in the order
+// given: a column gets its predecessor and level and joins forest_cols; a free one is marked
+// "reverse"; the row matched to any other joins rows_q at that level and is the next wave's
+// frontier, with shift[f] = level joined - u. This rank's own tight columns leave its slab's scan
+// (slack +inf, v_open -inf). wave = [columns in the forest, reverse columns, rows in the forest,
+// frontier rows so far in this wave]; `first` starts a wave's frontier.
+extern "C" __global__ void __launch_bounds__(1024, 1)
+tree_join(const double* offered, int n, double level, int lo, int hi, double* slab_slack, double* slab_v_open,
+          int* col_pred, double* col_level, int* forest_cols, const int* col_match, int* reverse,
+          double* row_level, int* row_pred, int* rows_q, const double* u, double* shift, long long* wave,
+          int first) {
+    __shared__ long long sums[32];
+    long long n_forest = wave[0], n_rev = wave[1], n_q = wave[2], n_front = first ? 0 : wave[3];
+    for (int base = 0; base < n; base += blockDim.x) {
+        const int k = base + threadIdx.x;
+        int j = -1, owner = -1;
+        double s = DLAP_INF;
+        if (k < n) {
+            s = offered[3 * k + 2];
+            if (s <= level) {
+                j = static_cast<int>(offered[3 * k]);
+                owner = col_match[j];
+            }
+        }
+        // free columns counted in the high half, the others' rows in the low half
+        const long long flags = j < 0 ? 0 : (owner < 0 ? (1LL << 32) : 1LL);
+        long long total;
+        const long long before = block_exclusive_sum(flags, sums, &total);
+        if (j >= 0) {
+            const long long free_before = before >> 32, rows_before = before & 0xffffffffLL;
+            if (j >= lo && j < hi) {
+                slab_slack[j - lo] = DLAP_INF;
+                slab_v_open[j - lo] = -DLAP_INF;
+            }
+            col_pred[j] = static_cast<int>(offered[3 * k + 1]);
+            col_level[j] = s;
+            forest_cols[n_forest + free_before + rows_before] = j;
+            if (owner < 0) {
+                reverse[n_rev + free_before] = j;
+            } else {
+                rows_q[n_q + rows_before] = owner;
+                row_level[owner] = s;
+                row_pred[owner] = j;
+                shift[n_front + rows_before] = s - u[owner];
+            }
+        }
+        const long long n_free = total >> 32, n_rows = total & 0xffffffffLL;
+        n_forest += n_free + n_rows;
+        n_rev += n_free;
+        n_q += n_rows;
+        n_front += n_rows;
+    }
+    if (threadIdx.x == 0) {
+        wave[0] = n_forest;
+        wave[1] = n_rev;
+        wave[2] = n_q;
+        wave[3] = n_front;
+    }
+}

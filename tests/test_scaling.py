@@ -333,39 +333,3 @@ def test_a_rectangular_matrix_solved_again_starts_from_zero_prices(bids):
     cost = np.array([[0.0, -5.6295e5, 1.0, -5.6295e5], [-5.6295e5, -5.6295e5, 1.0, -5.6295e5]])
     result = assert_same_optimum(cost, True, method="scaling", device="cpu")
     assert result.objective == 1.0 and result.stats.phase_counts["scaling_imprecise"] == 1
-
-
-def _random_slab(data):
-    """A small matrix of ties or wide floats with forbidden entries, prices, and its CPU state
-    holding them: the inputs of the kernels the GPU's array versions must match."""
-    n, m = data.draw(st.tuples(st.integers(1, 12), st.integers(1, 12)))
-    values = data.draw(st.sampled_from([st.integers(0, 3), st.floats(-1e6, 1e6, allow_nan=False)]))
-    cost = data.draw(arrays(np.float64, (n, m), elements=values))
-    cost[data.draw(arrays(np.bool_, (n, m)))] = np.inf
-    state = CPUBackend().allocate(Problem(matrix=cost, transposed=False, maximize=False, original=cost))
-    state.v[:] = data.draw(arrays(np.float64, m, elements=st.integers(-3, 3)))
-    match = data.draw(arrays(np.int64, m, elements=st.integers(-1, n - 1)))
-    return cost, state, match
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_the_array_search_step_matches_the_kernel(data):
-    """The GPU backend's search step (array operations, here on NumPy; the Dask engine's
-    ε-scaling searches on GPU ranks) scans and offers what the CPU kernel does: ties between
-    distances and between free columns, completed columns (-inf prices), forbidden entries."""
-    from dlap.backends.base import search_offer_arrays
-
-    cost, state, match = _random_slab(data)
-    n, m = cost.shape
-    state.v_open[:] = np.where(data.draw(arrays(np.bool_, m)), -np.inf, state.v)
-    state.slack[:] = data.draw(arrays(np.float64, m, elements=st.sampled_from([np.inf, 0.0, 1.0, 2.5])))
-    state.slack[state.v_open == -np.inf] = np.inf
-    state.col_pred[:] = data.draw(arrays(np.int64, m, elements=st.integers(-1, n - 1)))
-    row = data.draw(st.integers(-1, n - 1))
-    shift = data.draw(st.sampled_from([0.0, 1.5, -2.0]))
-    dist, pred = state.slack.copy(), state.col_pred.copy()
-    offer = search_offer_arrays(cost, state.v, state.v_open, dist, pred, match, row, shift)
-    np.testing.assert_array_equal(offer, CPUBackend().search_offer(state, match, row, shift))
-    np.testing.assert_array_equal(dist, state.slack)
-    np.testing.assert_array_equal(pred, state.col_pred)

@@ -39,26 +39,6 @@ def install_assignment(state: HungarianState, rows, cols) -> None:
     state.col_match[cols] = rows.astype(state.col_match.dtype)
 
 
-def search_offer_arrays(cost, v, v_open, dist, pred, match, row: int, shift: float):
-    """:meth:`Backend.search_offer` in array operations (NumPy or CuPy): the GPU backend's,
-    tested against the CPU kernel on the CPU."""
-    xp = array_module(cost)
-    if row >= 0:
-        scan = (cost[row].astype(np.float64) - v_open) + shift
-        closer = scan < dist
-        dist[closer] = scan[closer]
-        pred[closer] = row
-    best = float(dist.min()) if dist.shape[0] else np.inf
-    if best == np.inf:
-        return xp.asarray([np.inf, -1.0, 0.0, 0.0, -1.0])
-    at = xp.flatnonzero(dist == best)
-    free = at[match[at] < 0]
-    j = int(free[0] if free.shape[0] else at[0])
-    i = int(match[j])
-    reduced = float(cost[i, j]) - float(v[j]) if i >= 0 else 0.0
-    return xp.asarray([best, float(j), float(i < 0), reduced, float(pred[j])])
-
-
 def bidding_loop(state: HungarianState, one_round, tail: int, max_rounds: int, stall: int,
                  keep_share: float) -> tuple[int, int, int]:
     """:meth:`Backend.bidding_rounds` for a backend whose host drives the rounds:

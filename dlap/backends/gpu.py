@@ -33,7 +33,6 @@ from .base import (
     FLOAT_TOL_SCALE,
     Backend,
     install_assignment,
-    search_offer_arrays,
 )
 
 #: host-to-device copy: rows per chunk (about this many bytes) and host threads copying at once
@@ -349,7 +348,12 @@ class GPUBackend(Backend):
         return terms
 
     def search_offer(self, state, match, row, shift):
-        return search_offer_arrays(state.cost, state.v, state.v_open, state.slack, state.col_pred, match, row, shift)
+        offer = cupy.empty(5)
+        gk.launch_persistent("forward", "search_offer", state.cost.dtype, (
+            state.cost, np.int32(state.n_cols), state.v, state.v_open, state.slack, state.col_pred, match,
+            np.int32(row), np.float64(shift), offer, state.ctl, state.barrier,
+        ), state.device_id)
+        return offer
 
     def jv_initialisation(self, state):
         n_rows, n_cols = state.n_rows, state.n_cols

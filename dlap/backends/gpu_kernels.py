@@ -16,8 +16,8 @@ import numpy as np
 #: slots of the device control block (mirror of the enum in common.cuh)
 CTL_N_FREE, CTL_N_Q, CTL_N_FOREST, CTL_N_REV, CTL_N_PATHS, CTL_STATUS = range(6)
 CTL_DUAL_UPDATES, CTL_SCANNED, CTL_LEVEL, CTL_THETA, CTL_ROTATE = 6, 7, 8, 9, 10
-CTL_BID_ROUNDS, CTL_BIDS, CTL_STAGED, CTL_OFFER_LOW, CTL_OFFER_COUNT = 13, 14, 15, 16, 17
-CTL_SIZE = 18
+CTL_BID_ROUNDS, CTL_BIDS, CTL_STAGED, CTL_OFFER_LOW, CTL_OFFER_COUNT, CTL_OFFER_FREE = 13, 14, 15, 16, 17, 18
+CTL_SIZE = 19
 
 #: ordered() of +inf in common.cuh: the neutral element of the theta atomicMin
 ORDERED_INF = np.uint64(0x7FF0000000000000 | (1 << 63))
@@ -33,7 +33,7 @@ _TEMPLATES = {
         "row_minimum", "column_minimum_bands", "initial_assignment", "jv_reduction_transfer", "invalid_entries",
     ),
     "classical": ("compress_scan", "compress_fill", "classical_theta"),
-    "forward": ("tree_forward_pass",),
+    "forward": ("tree_forward_pass", "search_offer"),
     "tree": ("tree_scan",),
     "paths": (),
     "dgs": ("dgs_evaluate", "dgs_switch", "dgs_propose", "dgs_held"),

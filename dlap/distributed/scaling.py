@@ -144,59 +144,69 @@ class DistributedScaling:
     def assign_free_rows(self, state, eps: float, reverse: bool, virtual: bool) -> bool:
         """One Dijkstra search per free row (ascending, descending with ``reverse``), each step
         one all-gather; then the completed columns' prices lowered by ``max(length - d, eps)``
-        and the path flipped, on the replica. False: a row reaches no free column."""
+        and the path flipped, on the replica. False: a row reaches no free column. The
+        assignment is followed on the host during the searches (a step reads the row matched to
+        the column it completes) and written to the replica after each path."""
         self._require_columns()
         if virtual and state.n_cols > state.n_rows:
             raise RuntimeError("dlap internal error: the Dask engine's ε-scaling is for square matrices")
         xp, s = self.xp, self.slab
         rows = _host_list(xp.sort(state.free_rows[: state.n_free]))
+        row_match, col_match = _host(state.row_match).copy(), _host(state.col_match).copy()
         self._load_duals(state)
         s.v_open[:] = s.v
         for i0 in rows[::-1] if reverse else rows:
             self.tallies["searches"] += 1
-            end, length, done, dist = self._search(state, i0)
+            end, length, done, dist, preds = self._search(state, i0, col_match)
             state.v[done] -= xp.maximum(length - dist, eps)
             mine = done[(done >= self.lo) & (done < self.hi)] - self.lo  # only their prices changed
             s.v[mine] = state.v[mine + self.lo]
             s.v_open[mine] = s.v[mine]
             if end < 0:
                 return False
-            j = end
+            path_rows, path_cols, j = [], [], end
             while True:  # augment along the completed columns' predecessors
-                i = int(state.col_pred[j])
-                nxt = int(state.row_match[i])
-                state.col_match[j] = i
-                state.row_match[i] = j
+                i = preds[j]
+                nxt = int(row_match[i])
+                col_match[j], row_match[i] = i, j
+                path_rows.append(i)
+                path_cols.append(j)
                 if i == i0:
                     break
                 j = nxt
+            path_rows, path_cols = xp.asarray(path_rows), xp.asarray(path_cols)
+            state.col_match[path_cols] = path_rows
+            state.row_match[path_rows] = path_cols
         self.local.optimality_check(state)
         return True
 
-    def _search(self, state, i0: int):
+    def _search(self, state, i0: int, col_match):
         """Dijkstra from row ``i0`` over the slabs until a free column is completed (the CPU
         kernel's ``_search``, step for step): each step, every slab's scan of the last row and
         its offer (``Backend.search_offer``), all-gathered; the nearest offer wins, the first
-        free one among equals, else the first (the slabs are in column order). Returns (free
-        column or -1, path length, the completed columns and their distances)."""
-        xp, s = self.xp, self.slab
+        free one among equals, else the first (the slabs are in column order). ``col_match`` is
+        the assignment on the host. Returns (free column or -1, path length, the completed
+        columns and their distances, and their predecessors by column), the predecessors
+        written to the replica's ``col_pred`` too."""
+        s = self.slab
         s.slack[:] = np.inf
         match = state.col_match[self.lo : self.hi]
+        starts = np.asarray(self.bounds[:-1], dtype=np.float64)
         row, shift = i0, 0.0
-        done, done_dist, level = [], [], -np.inf
+        done, done_dist, preds, level = [], [], {}, -np.inf
         while True:
             offer = self.local.search_offer(s, match, row, shift)
             self.tallies["rows_scanned"] += 1
-            offer[1] += self.lo if offer[1] >= 0 else 0
             offers = _host(self.comm.allgather(offer))
+            offers[:, 1] += np.where(offers[:, 1] >= 0, starts, 0.0)  # each slab's column, globally
             best = offers[:, 0].min()
             if best == np.inf:
-                return -1, np.inf, xp.asarray(done, dtype=np.int64), xp.asarray(done_dist)
+                return -1, np.inf, *self._completed(state, done, done_dist, preds), preds
             at = np.flatnonzero(offers[:, 0] == best)
             free = at[offers[at, 2] > 0]
             r = int(free[0] if free.shape[0] else at[0])
             j = int(offers[r, 1])
-            state.col_pred[j] = int(offers[r, 4])
+            preds[j] = int(offers[r, 4])
             done.append(j)
             done_dist.append(best)
             if r == self.rank:
@@ -204,8 +214,17 @@ class DistributedScaling:
                 s.v_open[j - self.lo] = -np.inf
             level = max(level, best)
             if offers[r, 2] > 0:
-                return j, level, xp.asarray(done, dtype=np.int64), xp.asarray(done_dist)
-            row, shift = int(state.col_match[j]), level - offers[r, 3]
+                return j, level, *self._completed(state, done, done_dist, preds), preds
+            row, shift = int(col_match[j]), level - offers[r, 3]
+
+    def _completed(self, state, done, done_dist, preds):
+        """A search's completed columns and distances as arrays, their predecessors written to
+        the replica."""
+        xp = self.xp
+        cols = xp.asarray(done, dtype=np.int64)
+        if done:
+            state.col_pred[cols] = xp.asarray([preds[j] for j in done], dtype=state.col_pred.dtype)
+        return cols, xp.asarray(done_dist)
 
     # ------------------------------------------------------------------ duals and proofs
 

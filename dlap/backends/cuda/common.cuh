@@ -31,8 +31,9 @@ enum {
     CTL_BIDS = 14,       // bids made in them
     CTL_STAGED = 15,     // classical compression: zero-slack edges staged by its first pass
     CTL_OFFER_LOW = 16,  // the Dask engine's tree wave (tree_offer): smallest slack (order-preserving bits)
-    CTL_OFFER_COUNT = 17,  // and the columns offered
-    CTL_SIZE = 18
+    CTL_OFFER_COUNT = 17,  // and the columns offered; search_offer: its first column at the minimum (n_cols - j)
+    CTL_OFFER_FREE = 18,   // search_offer: its first free column at the minimum (n_cols - j)
+    CTL_SIZE = 19
 };
 
 template <typename T>

@@ -356,3 +356,65 @@ tree_join(const double* offered, int n, double level, int lo, int hi, double* sl
         wave[3] = n_front;
     }
 }
+
+// One step of an ε-scaling search over a column slab (the Dask engine's searches across the
+// ranks, dlap/distributed/scaling.py), persistent: row `row` (unless -1) lowers dist to
+// (C[row] - v_open) + shift, recording it in pred; then offer = (the smallest distance, the first
+// free column at it, else the first column at it, 1.0 if that column is free under match, the
+// reduced cost C[match[j], j] - v[j] of its row there, its predecessor), as the CPU kernel's
+// search_offer (cpu_scaling.py) computes it. One launch, where the array version took a dozen
+// steps with host reads. ctl[CTL_OFFER_LOW] must hold ordered(+inf), CTL_OFFER_COUNT and
+// CTL_OFFER_FREE 0 at launch; the kernel leaves them so.
+template <typename T>
+__global__ void __launch_bounds__(1024, 1)
+search_offer(const T* C, int n_cols, const double* v, const double* v_open, double* dist, int* pred,
+             const int* match, int row, double shift, double* offer, u64* ctl, unsigned int* barrier) {
+    __shared__ double mins[32];
+    const long long tid = global_thread(), n_threads = grid_threads();
+    double low = DLAP_INF;
+    for (long long j = tid; j < n_cols; j += n_threads) {
+        double d = dist[j];
+        if (row >= 0) {
+            const double x = (widen(C[static_cast<size_t>(row) * n_cols + j]) - v_open[j]) + shift;
+            if (x < d) {
+                d = x;
+                dist[j] = x;
+                pred[j] = row;
+            }
+        }
+        low = fmin(low, d);
+    }
+    low = block_min(low, mins);
+    if (threadIdx.x == 0 && low < DLAP_INF) atomicMin(&ctl[CTL_OFFER_LOW], ordered(low));
+    grid_sync(barrier);
+    const double best = unordered(ld(ctl + CTL_OFFER_LOW));
+    if (best < DLAP_INF) {
+        for (long long j = tid; j < n_cols; j += n_threads) {
+            if (dist[j] == best) {  // this thread's own write above
+                const u64 key = static_cast<u64>(n_cols - j);  // the largest key is the first column
+                atomicMax(&ctl[CTL_OFFER_COUNT], key);
+                if (match[j] < 0) atomicMax(&ctl[CTL_OFFER_FREE], key);
+            }
+        }
+    }
+    grid_sync(barrier);
+    if (tid == 0) {
+        offer[0] = best;
+        offer[1] = -1.0;
+        offer[2] = 0.0;
+        offer[3] = 0.0;
+        offer[4] = -1.0;
+        if (best < DLAP_INF) {
+            const u64 free_key = ld(ctl + CTL_OFFER_FREE);
+            const int j = n_cols - static_cast<int>(free_key ? free_key : ld(ctl + CTL_OFFER_COUNT));
+            const int i = match[j];
+            offer[1] = static_cast<double>(j);
+            offer[2] = i < 0 ? 1.0 : 0.0;
+            offer[3] = i >= 0 ? widen(C[static_cast<size_t>(i) * n_cols + j]) - v[j] : 0.0;
+            offer[4] = static_cast<double>(ld(pred + j));
+        }
+        ctl[CTL_OFFER_LOW] = ordered(DLAP_INF);
+        ctl[CTL_OFFER_COUNT] = 0;
+        ctl[CTL_OFFER_FREE] = 0;
+    }
+}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import time
 
 import numpy as np
@@ -172,12 +171,12 @@ def _reduction_bound(result: Assignment, problem: Problem):
     duals v_j = min_i (c_ij - u_i) are rounded to nearest, so each may exceed the exact
     differences by half a unit in its last place: a unit per column is given back, and the
     total is rounded away from the optimum."""
-    u, v = (np.asarray(x.get() if is_device_array(x) else x) for x in (result.row_duals, result.col_duals))
+    u, v = result.row_duals, result.col_duals
     if problem.is_integer:
-        return exact_sum(np.concatenate([u, v]))
+        return exact_sum(u, v)
     sign = -1.0 if problem.maximize else 1.0
-    total = math.fsum([*u.tolist(), *v.tolist(), *(-sign * np.spacing(np.abs(v))).tolist()])
-    return float(np.nextafter(total, -sign * np.inf))
+    given_back = -sign * np.spacing(np.abs(v.get() if is_device_array(v) else v))
+    return float(np.nextafter(exact_sum(u, v, given_back), -sign * np.inf))
 
 
 def _check_choice(name: str, value, allowed) -> None:

@@ -187,9 +187,9 @@ class DistributedSolver:
             worst[0] = max(worst[0], float(xp.maximum(g.v, 0.0).max()))
             worst[1] = max(worst[1], float(xp.abs(g.v[~assigned]).max()))
         if spec.integer:  # whole numbers in float64, summed exactly
-            bound = exact_sum(u_repaired.astype(np.int64)) + exact_sum(v_bounded.astype(np.int64))
+            bound = exact_sum(u_repaired.astype(np.int64), v_bounded.astype(np.int64))
         else:
-            bound = float(u_repaired.sum() + v_bounded.sum())
+            bound = exact_sum(u_repaired, v_bounded)
         return {
             "objective": total,
             "bound": bound,

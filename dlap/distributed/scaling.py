@@ -193,7 +193,7 @@ class DistributedScaling:
         match = state.col_match[self.lo : self.hi]
         starts = np.asarray(self.bounds[:-1], dtype=np.float64)
         row, shift = i0, 0.0
-        done, done_dist, preds, level = [], [], {}, -np.inf
+        preds, done_dist, level = {}, [], -np.inf  # the completed columns (in order) and predecessors
         while True:
             offer = self.local.search_offer(s, match, row, shift)
             self.tallies["rows_scanned"] += 1
@@ -201,29 +201,28 @@ class DistributedScaling:
             offers[:, 1] += np.where(offers[:, 1] >= 0, starts, 0.0)  # each slab's column, globally
             best = offers[:, 0].min()
             if best == np.inf:
-                return -1, np.inf, *self._completed(state, done, done_dist, preds), preds
+                return -1, np.inf, *self._completed(state, preds, done_dist), preds
             at = np.flatnonzero(offers[:, 0] == best)
             free = at[offers[at, 2] > 0]
             r = int(free[0] if free.shape[0] else at[0])
             j = int(offers[r, 1])
             preds[j] = int(offers[r, 4])
-            done.append(j)
             done_dist.append(best)
             if r == self.rank:
                 s.slack[j - self.lo] = np.inf
                 s.v_open[j - self.lo] = -np.inf
             level = max(level, best)
             if offers[r, 2] > 0:
-                return j, level, *self._completed(state, done, done_dist, preds), preds
+                return j, level, *self._completed(state, preds, done_dist), preds
             row, shift = int(col_match[j]), level - offers[r, 3]
 
-    def _completed(self, state, done, done_dist, preds):
-        """A search's completed columns and distances as arrays, their predecessors written to
-        the replica."""
+    def _completed(self, state, preds, done_dist):
+        """A search's completed columns (``preds``' keys, in the order they were completed) and
+        their distances as arrays, their predecessors written to the replica."""
         xp = self.xp
-        cols = xp.asarray(done, dtype=np.int64)
-        if done:
-            state.col_pred[cols] = xp.asarray([preds[j] for j in done], dtype=state.col_pred.dtype)
+        cols = xp.asarray(list(preds), dtype=np.int64)
+        if preds:
+            state.col_pred[cols] = xp.asarray(list(preds.values()), dtype=state.col_pred.dtype)
         return cols, xp.asarray(done_dist)
 
     # ------------------------------------------------------------------ duals and proofs

@@ -465,6 +465,17 @@ def test_gpu_auto_hands_points_in_3d_to_scaling():
     assert_valid(result, cost)
 
 
+def test_gpu_auto_hands_points_in_3d_to_scaling_where_jv_leaves_under_10_percent():
+    """At n = 20000 JV leaves 8.9% free, under the CPU variants' gate of 10%; the hybrid then took
+    11.3 s of one-path searches where ε-scaling takes 2.5 s (gpu-20261123-s7-handover-trace.jsonl)."""
+    cost = generate.family("geometric-3d", 20000, seed=0)
+    result = dlap.solve(cost, device="gpu")
+    jv_free = result.stats.phase_counts["jv_free_rows"]
+    assert 0.05 * 20000 < jv_free < 0.1 * 20000
+    assert result.stats.method == "scaling"
+    assert_valid(result, cost)
+
+
 @pytest.mark.parametrize("n, f", [(3000, 10.0), (5000, 1.0), (5000, 10.0), (20000, 1.0)])
 def test_gpu_auto_keeps_the_hybrid_for_uniform_costs(n, f):
     """Uniform f = 1 leaves over 10% free after JV as points in 3-D do, but augments many paths

@@ -148,6 +148,18 @@ def test_the_hand_over_waits_for_the_iteration_after_a_dual_update():
     assert not stalled([1, 0, 1, 1], 399, n_rows, searching=False)  # under 2% free: finish here
 
 
+def test_the_hybrid_hands_over_from_a_lower_jv_share():
+    """The free rows an H200's JV initialisation left (gpu-20261123-s7-handover-trace.jsonl): the
+    hybrid may hand points in 3-D at n = 20000 over (8.9%) but not uniform floats (3.7%); the CPU's
+    variants, whose one-root searches augment one path each on uniform costs too, keep 10%."""
+    from dlap.hungarian.auto import jv_says_structured
+
+    assert jv_says_structured(1772, 20000, "hybrid")  # points in 3-D
+    assert not jv_says_structured(738, 20000, "hybrid")  # uniform floats
+    assert not jv_says_structured(1772, 20000, "tree")
+    assert jv_says_structured(1033, 10000, "tree")  # points in 3-D at n = 10000: 10.3%
+
+
 @pytest.mark.parametrize("family, f", [("uniform", 1.0), ("uniform", 10.0), ("float", None), ("ties", None)])
 def test_auto_keeps_the_variants_for_iid_costs(family, f):
     result = dlap.solve(generate.family(family, 300, f, seed=1), device="cpu")

@@ -25,7 +25,13 @@ import numpy as np
 from .arrays import adopt
 from .certificate import certify
 from .problem import (
-    MSG_INFEASIBLE, MSG_INVALID, array_module, as_cost_array, as_numeric_array, is_device_array, offset_for_range,
+    MSG_INFEASIBLE,
+    MSG_INVALID,
+    array_module,
+    as_cost_array,
+    as_numeric_array,
+    is_device_array,
+    offset_for_range,
     working_dtype,
 )
 from .result import caller_duals
@@ -62,7 +68,7 @@ class BatchResult:
         return self.row_ind[b], self.col_ind[b]
 
     def __iter__(self):
-        return zip(self.row_ind, self.col_ind)
+        return zip(self.row_ind, self.col_ind, strict=True)
 
     def verify(self, b: int, cost, rtol: float = 1e-9):
         """The certificate of problem ``b`` (:func:`dlap.certificate.certify`) against its matrix
@@ -203,7 +209,7 @@ class _Problems:
         else:
             pairs = [(int(a.min()), int(a.max())) if a.size else (0, 0) for a in self.each()]
             lo, hi = [p[0] for p in pairs], [p[1] for p in pairs]
-        for b, (low, high) in enumerate(zip(lo, hi)):
+        for b, (low, high) in enumerate(zip(lo, hi, strict=True)):
             try:
                 offsets[b] = offset_for_range(low, high, maximize)
             except ValueError as e:
@@ -245,7 +251,7 @@ class _Problems:
         past = counting[None, :] >= xp.asarray(k)[:, None]
         order = xp.argsort(xp.where(past, np.iinfo(np.int64).max, work), axis=1)
         by_row = xp.take_along_axis(work, order, axis=1)
-        for b, (n, m) in enumerate(zip(self.n.tolist(), self.m.tolist())):
+        for b, (n, m) in enumerate(zip(self.n.tolist(), self.m.tolist(), strict=True)):
             rows, cols = (by_row[b, : k[b]], order[b, : k[b]]) if n > m else (counting[: k[b]], work[b, : k[b]])
             result.row_ind.append(give_back(rows))
             result.col_ind.append(give_back(cols))

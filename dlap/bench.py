@@ -25,7 +25,6 @@ import numpy as np
 from . import generate
 from .api import solve
 
-
 #: HyLAC hybrid on one H200, host matrix in -> assignment out (../shared/ANCHORS.md, measured
 #: 2026-11-21 by the project, one run each): the anchors the GPU benchmark compares with
 HYLAC_H200 = {
@@ -320,14 +319,14 @@ def plot(records, file) -> None:
     ranges = sorted({r["f"] for r in records if r["family"] == "uniform"})
     families = [("uniform", f) for f in ranges] + sorted({(r["family"], None) for r in records if r["family"] != "uniform"})
     fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 4), squeeze=False)
-    for ax, (family, f) in zip(axes[0], families):
+    for ax, (family, f) in zip(axes[0], families, strict=True):
         mine = [r for r in records if r["family"] == family and r["f"] == f]
         for label in dict.fromkeys(_label(r) for r in mine):
             pts = sorted((r["n"], r["seconds"]) for r in mine if _label(r) == label)
-            ax.plot(*zip(*pts), marker="o", label=label)
+            ax.plot(*zip(*pts, strict=True), marker="o", label=label)
         hylac = sorted((n, t) for (ff, n), t in HYLAC_H200.items() if family == "uniform" and ff == f)
         if hylac:
-            ax.plot(*zip(*hylac), marker="s", linestyle="--", color="black", label="HyLAC hybrid (ANCHORS)")
+            ax.plot(*zip(*hylac, strict=True), marker="s", linestyle="--", color="black", label="HyLAC hybrid (ANCHORS)")
         ax.set(xscale="log", yscale="log", xlabel="n", ylabel="seconds",
                title=family if f is None else f"{family} f={f:g}")
         ax.grid(True, which="both", alpha=0.3)

@@ -18,7 +18,12 @@ from . import __version__, generate
 from .api import METHODS, solve
 from .dgs import STARTS, SWITCHINGS
 from .files import (
-    MATRIX_FORMATS, SOLUTION_FORMATS, check_writable, read_matrix, write_file, write_matrix,
+    MATRIX_FORMATS,
+    SOLUTION_FORMATS,
+    check_writable,
+    read_matrix,
+    write_file,
+    write_matrix,
     write_solution,
 )
 

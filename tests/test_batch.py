@@ -140,7 +140,7 @@ def test_the_callers_arrays_are_untouched_and_results_iterate_like_detr():
     before = costs.copy()
     indices = [(rows, cols) for rows, cols in dlap.solve_batch(costs, maximize=True)]
     assert np.array_equal(costs, before) and len(indices) == 4
-    for (rows, cols), cost in zip(indices, costs):
+    for (rows, cols), cost in zip(indices, costs, strict=True):
         assert np.isclose(cost[rows, cols].sum(), cost[scipy_lsa(cost, maximize=True)].sum())
 
 

@@ -21,7 +21,7 @@ distributed = pytest.importorskip("distributed")
 import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
 import dlap.generate  # noqa: E402
-from dlap.generate import uniform_block, uniform_dask  # noqa: E402
+from dlap.generate import geometric_dask, uniform_block, uniform_dask  # noqa: E402
 
 from .helpers import (  # noqa: E402
     assert_nan_slab_refused,
@@ -257,6 +257,22 @@ def test_generated_on_workers(client, method, shape):
     result = check(cost, client, method)
     assert dd.solve(arr, client, method=method).objective == result.objective == dlap.solve(cost).objective
     assert result.stats.phase_counts["ranks"] == 3
+
+
+@pytest.mark.parametrize("dtype, dim, same_points", [("float64", 2, False), ("float32", 3, False), ("float64", 2, True)])
+def test_geometric_generated_on_workers(client, dtype, dim, same_points):
+    """Points in the plane or in 3-D, their distances computed chunk by chunk on the workers
+    (``geometric_dask``: the matrix of ``geometric``, bit for bit), solved by the ε-scaling engine
+    over three column slabs: certified, and the optimum of ``dlap.solve`` and scipy on that matrix."""
+    n, maximize = 240, same_points
+    arr = geometric_dask(n, seed=7, dim=dim, same_points=same_points, chunks=(n, n // 3), dtype=dtype)
+    cost = dlap.generate.geometric(n, seed=7, dim=dim, same_points=same_points, dtype=dtype)
+    assert np.array_equal(arr.compute(), cost) and arr.dtype == cost.dtype
+    alone = dlap.solve(cost, maximize=maximize, device="cpu")
+    split = dd.solve(arr, client, maximize=maximize, device="cpu", method="scaling")
+    assert split.stats.phase_counts["ranks"] == 3 and split.verify(cost).optimal
+    assert split.objective == pytest.approx(alone.objective, rel=1e-12)
+    assert_scipy_objective(split, cost, reference(cost, maximize)[0], maximize)
 
 
 def test_a_rank_runs_on_its_workers_threads(client):

@@ -118,7 +118,7 @@ def test_classical_compression_of_dense_zero_slack_rows(high, shape):
         backend.initial_reduction(state, columns=shape[0] == shape[1])
         nnz = backend.compress(state)
         rows = np.repeat(np.arange(shape[0]), np.diff(_host(state.row_ptr)))
-        graphs.append((nnz, set(zip(rows.tolist(), _host(state.col_idx)[:nnz].tolist()))))
+        graphs.append((nnz, set(zip(rows.tolist(), _host(state.col_idx)[:nnz].tolist(), strict=True))))
     assert graphs[0] == graphs[1]
     assert graphs[1][0] > STAGED_EDGES_PER_ROW * shape[0] and result.verify().optimal
 
@@ -358,7 +358,7 @@ def test_search_step_kernel_is_the_cpu_kernel(data):
         offer = backend.search_offer(state, xp.asarray(match, dtype=state.col_match.dtype), row, shift)
         host = (lambda a: a.get()) if xp is cupy else np.asarray
         results.append((host(offer), host(state.slack), host(state.col_pred)))
-    for on_cpu, on_gpu in zip(*results):
+    for on_cpu, on_gpu in zip(*results, strict=True):
         np.testing.assert_array_equal(on_gpu, on_cpu)
 
 
@@ -416,7 +416,7 @@ def test_tree_wave_kernels_are_the_cpu_kernels(data):
                         *(host(a) for a in (slab.slack, slab.v_open, replica.col_pred, replica.col_level,
                                             replica.forest_cols, replica.reverse, replica.rows_q,
                                             replica.row_level, replica.row_pred))))
-    for on_cpu, on_gpu in zip(*results):
+    for on_cpu, on_gpu in zip(*results, strict=True):
         np.testing.assert_array_equal(on_gpu, on_cpu)
 
 
@@ -486,3 +486,19 @@ def test_gpu_auto_keeps_the_hybrid_for_uniform_costs(n, f):
     for _ in range(8 if n == 20000 else 1):
         result = dlap.solve(cost, device="gpu")
         assert result.stats.method == "hybrid", result.stats.paths_per_iteration[:8]
+
+
+def test_geometric_generated_on_the_gpu_is_the_host_matrix():
+    """``geometric(xp=cupy)`` and ``geometric_dask(gpu=True)`` compute the matrix from the same
+    points with the same float64 arithmetic (correctly rounded sqrt, no fused multiply-add): the
+    host's values, bit for bit, in the plane and in 3-D, float64 and float32."""
+    import cupy
+
+    for kwargs in (dict(n=300), dict(n=200, m=260, dim=3, dtype="float32"), dict(n=250, same_points=True)):
+        host = generate.geometric(seed=3, **kwargs)
+        on_gpu = generate.geometric(seed=3, xp=cupy, **kwargs)
+        assert isinstance(on_gpu, cupy.ndarray) and on_gpu.dtype == host.dtype
+        np.testing.assert_array_equal(cupy.asnumpy(on_gpu), host)
+    pytest.importorskip("dask")
+    chunks = generate.geometric_dask(300, seed=3, chunks=(300, 100), gpu=True).compute()
+    np.testing.assert_array_equal(cupy.asnumpy(chunks), generate.geometric(300, seed=3))

@@ -6,11 +6,10 @@ rectangular shapes in both orientations, maximisation, and the four solver dtype
 """
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
-import pytest
 
 from .conftest import CONFIGS
 from .helpers import assert_same_optimum

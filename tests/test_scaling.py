@@ -18,7 +18,7 @@ import dlap
 from dlap import generate
 from dlap.backends.cpu import CPUBackend
 from dlap.hungarian.scaling import SCALING_FACTOR, epsilon_schedule, exact_phase
-from dlap.problem import Problem, prepare
+from dlap.problem import prepare
 from dlap.result import Stats
 
 from .helpers import assert_same_optimum, assert_valid

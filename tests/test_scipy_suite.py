@@ -13,9 +13,9 @@ import functools
 import types
 
 import pytest
+from scipy.optimize.tests import test_linear_assignment as scipy_tests
 
 import dlap
-from scipy.optimize.tests import test_linear_assignment as scipy_tests
 
 from .conftest import CONFIGS
 

@@ -52,12 +52,12 @@ def uniform(args) -> None:
         for n in args.n:
             cost = uniform_counter(n, args.f)
             dlap.solve(cost, device="cpu")
-            alone = statistics.median(_timed(lambda: dlap.solve(cost, device="cpu"))[0] for _ in range(args.repeat))
+            alone = statistics.median(_timed(dlap.solve, cost, device="cpu")[0] for _ in range(args.repeat))
             array = uniform_dask(n, args.f, chunks=(n // 2, n)).persist()
             distributed.wait(array)
             for method in ("auto", "classical", "hybrid", "tree"):
                 dd.solve(array, client, method=method)
-                runs = [_timed(lambda: dd.solve(array, client, method=method)) for _ in range(args.repeat)]
+                runs = [_timed(dd.solve, array, client, method=method) for _ in range(args.repeat)]
                 wall = statistics.median(seconds for seconds, _ in runs)
                 stats = sorted((r.stats for _, r in runs), key=lambda s: s.phase_seconds["rank_solve"])[len(runs) // 2]
                 solve = stats.phase_seconds["rank_solve"]
@@ -86,9 +86,9 @@ def structured(args) -> None:
             n = args.n[0]
             cost = generate.family(family, n, seed=1)
             maximize = family in generate.MAXIMIZE
-            alone = [_timed(lambda: dlap.solve(cost, maximize=maximize, device="cpu")) for _ in range(2)][-1][0]
+            alone = [_timed(dlap.solve, cost, maximize=maximize, device="cpu") for _ in range(2)][-1][0]
             array = da.from_array(cost, chunks=(n, n // 2)).persist()
-            seconds, result = [_timed(lambda: dd.solve(array, client, maximize=maximize, device="cpu")) for _ in range(2)][-1]
+            seconds, result = [_timed(dd.solve, array, client, maximize=maximize, device="cpu") for _ in range(2)][-1]
             assert result.verify().optimal
             s = result.stats
             phases = ", ".join(f"{k} {v:.2f}" for k, v in s.phase_seconds.items()
@@ -99,9 +99,10 @@ def structured(args) -> None:
             del array
 
 
-def _timed(run):
+def _timed(run, *args, **kwargs):
+    """Seconds that ``run(*args, **kwargs)`` took, and what it returned."""
     start = time.perf_counter()
-    result = run()
+    result = run(*args, **kwargs)
     return time.perf_counter() - start, result
 
 

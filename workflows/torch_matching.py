@@ -53,7 +53,7 @@ def match_with_dlap(costs):
 
 
 def total(costs, indices) -> float:
-    return sum(float(c[r.to(c.device), k.to(c.device)].sum()) for c, (r, k) in zip(costs, indices))
+    return sum(float(c[r.to(c.device), k.to(c.device)].sum()) for c, (r, k) in zip(costs, indices, strict=True))
 
 
 def main() -> None:
@@ -71,7 +71,7 @@ def main() -> None:
         costs = matching_costs(*make_step(args.batch, args.queries, args.max_targets, args.classes, generator))
         torch.cuda.synchronize()
         results = {}
-        for name, match in zip(times, (match_with_scipy, match_with_dlap)):
+        for name, match in zip(times, (match_with_scipy, match_with_dlap), strict=True):
             start = time.perf_counter()
             results[name] = match(costs)
             torch.cuda.synchronize()

@@ -16,10 +16,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
-
 from ..dgs.primitives import SwitchingPrimitives
 from ..dgs.state import DGSState
+from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
 
 INF = np.inf
 _TRANSPOSE_BLOCK = 64

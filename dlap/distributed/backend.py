@@ -364,7 +364,7 @@ class DistributedBackend(DistributedScaling):
         """The tree waves' buffers, made on the first search: this rank's offer (a row per column
         of the widest slab, and the header), the frontier's shifts, the wave's counters."""
         if self._waves is None:
-            xp, widest = self.xp, max(b - a for a, b in zip(self.bounds, self.bounds[1:]))
+            xp, widest = self.xp, max(b - a for a, b in zip(self.bounds, self.bounds[1:], strict=False))
             self._waves = (xp.zeros((widest + 1, 3)), xp.zeros(state.n_rows), xp.zeros(4, dtype=np.int64))
         return self._waves
 

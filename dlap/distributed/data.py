@@ -198,7 +198,7 @@ def cut_where_held(client, source: Source, holders, axis: int, lo: int, hi: int,
                                       key=f"{name}-{index[0]}-{index[1]}", workers=[holders[index]],
                                       allow_other_workers=False))
         grid.append(line)
-    return grid if axis == 0 else [list(row) for row in zip(*grid)]
+    return grid if axis == 0 else [list(row) for row in zip(*grid, strict=True)]
 
 
 def assemble(grid, gpu: bool):

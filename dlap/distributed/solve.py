@@ -205,7 +205,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         running = futures = [
             client.submit(run_rank, slab, spec, key=f"dlap-solve-{method}-{solve_id}-{spec.rank}",
                           workers=[w], allow_other_workers=False, pure=False, retries=0)
-            for slab, spec, w in zip(slabs, specs, workers)
+            for slab, spec, w in zip(slabs, specs, workers, strict=True)
         ]
         del slabs
         with watch(client, topic, progress, shape[0]):
@@ -427,7 +427,7 @@ def _alive(client, futures, workers) -> list:
     """The futures of the ranks whose workers the scheduler still lists: a dead worker's task
     never finishes (it is pinned there), so waiting for it would wait out the whole grace."""
     alive = set(worker_addresses(client))
-    return [f for f, w in zip(futures, workers) if w in alive]
+    return [f for f, w in zip(futures, workers, strict=True) if w in alive]
 
 
 def _worker_lost(client, workers) -> WorkerLostError | None:

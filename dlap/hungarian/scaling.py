@@ -190,7 +190,7 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
         feasible = exact_phase(backend, state, stats.phase_counts, keep=excess == 0)
     if not feasible:
         raise InfeasibleError()
-    searches, rows_scanned = (now - before for now, before in zip(backend.counters(state), counted))
+    searches, rows_scanned = (now - before for now, before in zip(backend.counters(state), counted, strict=True))
     stats.iterations, stats.phase_counts["rows_scanned"] = searches, rows_scanned
 
 

@@ -128,8 +128,8 @@ def _load_dgs_kernels(cost, args) -> None:
 
 def _solve_distributed(args) -> int:
     """``dlap solve --scheduler ADDRESS`` / ``--workers N``: the Dask engine, on the matrix the
-    same arguments solve without them. A Zarr input is read by the workers; family
-    ``uniform-counter`` is generated on them; other inputs are made here and scattered."""
+    same arguments solve without them. A Zarr input is read by the workers; the families of
+    ``generate.WORKER_FAMILIES`` are generated on them; other inputs are made here and scattered."""
     try:
         import dask
         import dask.array as da
@@ -143,11 +143,13 @@ def _solve_distributed(args) -> int:
     maximize = args.maximize
     if args.input and Path(args.input).suffix == ".zarr":
         cost, label = args.input, args.input
-    elif not args.input and args.family == "uniform-counter":
-        f = 1.0 if args.f is None else args.f
+    elif not args.input and args.family in generate.WORKER_FAMILIES:
         gpu = args.device == "gpu" or (args.device == "auto" and not args.scheduler and dd.cluster.gpus_visible() > 0)
-        cost = generate.uniform_dask(args.n, f, m=args.m, seed=args.seed, gpu=gpu)
-        label = f"uniform-counter f={f:g} n={args.n} seed={args.seed} (generated on the workers)"
+        cost = generate.family_dask(args.family, args.n, args.f, seed=args.seed, m=args.m, gpu=gpu)
+        f = f" f={1.0 if args.f is None else args.f:g}" if args.family == "uniform-counter" else ""
+        maximize = maximize or args.family in generate.MAXIMIZE
+        label = (f"{args.family}{f} n={args.n} seed={args.seed} (generated on the workers)"
+                 + (", maximised" if maximize else ""))
     else:
         matrix, label, maximize = _instance(args)
         cost = da.from_array(matrix)
@@ -277,8 +279,9 @@ def parser() -> argparse.ArgumentParser:
 
     def generated_options(p, n_required=False):
         p.add_argument("--family", default="uniform", choices=list(generate.FAMILIES),
-                       help="uniform-counter: uniform's costs from a counter-based hash, generated on the "
-                            "workers under --workers/--scheduler")
+                       help="uniform-counter: uniform's costs from a counter-based hash; it, geometric, "
+                            "geometric-3d and geometric-benefit are generated on the workers under "
+                            "--workers/--scheduler")
         p.add_argument("--n", type=int, required=n_required, default=None if n_required else 1000, help="rows")
         p.add_argument("--m", type=int, default=None, help="columns (default: n)")
         p.add_argument("--f", type=float, default=None, help="cost range factor (uniform), values (ties)")

@@ -238,6 +238,23 @@ def geometric_dask(n: int, *, m: int | None = None, scale: float = 1000.0, seed:
     return da.map_blocks(block, chunks=chunks, dtype=np.dtype(dtype), meta=meta, name=name)
 
 
+#: the families whose matrix the workers of a Dask cluster can make chunk by chunk
+#: (:func:`family_dask`): their values are those of :func:`family`
+WORKER_FAMILIES = ("uniform-counter", "geometric", "geometric-3d", "geometric-benefit")
+
+
+def family_dask(name: str, n: int, f: float | None = None, seed: int = 0, m: int | None = None, *,
+                chunks=None, gpu: bool = False):
+    """:func:`family`'s matrix as a dask array generated on the workers, for the families of
+    :data:`WORKER_FAMILIES`."""
+    if name == "uniform-counter":
+        return uniform_dask(n, 1.0 if f is None else f, m=m, seed=seed, chunks=chunks, gpu=gpu)
+    shapes = {"geometric": {}, "geometric-3d": {"dim": 3}, "geometric-benefit": {"same_points": True}}
+    if name not in shapes:
+        raise ValueError(f"family {name!r} is made on one machine; the workers make {', '.join(WORKER_FAMILIES)}")
+    return geometric_dask(n, m=m, seed=seed, chunks=chunks, gpu=gpu, **shapes[name])
+
+
 def _module(name: str):
     if name == "cupy":
         import cupy

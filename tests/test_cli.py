@@ -192,15 +192,19 @@ def test_solve_on_a_dask_cluster(tmp_path, capsys):
     distributed = pytest.importorskip("distributed")
     from dlap import solve
 
-    for family in ("uniform", "uniform-counter"):  # made here and scattered; generated on the workers
-        options = ("--family", family, "--n", "120", "--f", "10", "--method", "tree", "--json")
+    # made here and scattered; generated on the workers (the same matrices)
+    for family in ("uniform", "uniform-counter", "geometric-benefit"):
+        f = ("--f", "10") if family.startswith("uniform") else ()
+        options = ("--family", family, "--n", "120", *f, "--method", "tree", "--json")
         assert run("solve", *options) == 0
         alone = json.loads(capsys.readouterr().out)
         assert run("solve", *options, "--workers", "2", "--device", "cpu") == 0
         info = json.loads(capsys.readouterr().out)
-        cost = generate.family(family, 120, 10.0)
+        cost = generate.family(family, 120, 10.0 if f else None)
+        maximize = family in generate.MAXIMIZE
         assert info["method"] == "distributed-tree" and info["device"] == "2 x cpu" and info["optimal"]
-        assert info["objective"] == alone["objective"] == solve(cost).objective, family
+        assert info["objective"] == alone["objective"] == solve(cost, maximize=maximize).objective, family
+        assert ("generated on the workers" in info["instance"]) == (family != "uniform")
     np.testing.assert_array_equal(generate.uniform_counter(120, 10.0), generate.uniform_block((0, 120), (0, 120), 120, 1200, 0))
     path = tmp_path / "m.zarr"
     assert run("generate", "--family", "uniform", "--n", "90", "--f", "10", "--out", str(path)) == 0

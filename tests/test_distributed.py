@@ -276,6 +276,17 @@ def test_geometric_generated_on_workers(client, dtype, dim, same_points):
     assert_scipy_objective(split, cost, reference(cost, maximize)[0], maximize)
 
 
+def test_worker_families_are_the_families():
+    """``family_dask`` makes each of ``WORKER_FAMILIES`` chunk by chunk with ``family``'s values
+    (what ``dlap solve --workers`` relies on), and names the families it cannot make."""
+    for name in dlap.generate.WORKER_FAMILIES:
+        f = 10.0 if name == "uniform-counter" else None
+        chunked = dlap.generate.family_dask(name, 150, f, seed=4, m=170, chunks=(60, 70)).compute()
+        np.testing.assert_array_equal(chunked, dlap.generate.family(name, 150, f, seed=4, m=170))
+    with pytest.raises(ValueError, match="family 'ties' is made on one machine; the workers make uniform-counter"):
+        dlap.generate.family_dask("ties", 10)
+
+
 def test_a_rank_runs_on_its_workers_threads(client):
     """Three single-threaded worker processes on this host: each rank's kernels run on one thread,
     not on a team of every core per rank, even for a slab above the serial size."""

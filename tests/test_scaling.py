@@ -7,6 +7,8 @@ rectangular duals its virtual rows give, and that "auto" hands it the structured
 """
 
 import itertools
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -158,6 +160,42 @@ def test_the_hybrid_hands_over_from_a_lower_jv_share():
     assert not jv_says_structured(738, 20000, "hybrid")  # uniform floats
     assert not jv_says_structured(1772, 20000, "tree")
     assert jv_says_structured(1033, 10000, "tree")  # points in 3-D at n = 10000: 10.3%
+
+
+def test_the_hybrids_hand_over_rule_on_the_traces_an_h200_ran():
+    """The free rows at every check of the GPU hybrid, logged on an H200 with the hand-over off
+    (two sessions' traces in workflows/results): under the hybrid's JV gate and the stall test,
+    no uniform instance would have been handed over (f = 0.1 to 10, n = 5000 to 100000), nor
+    uniform floats (which stall, but JV leaves them under the gate), and every geometric one would,
+    within six checks."""
+    from dlap.hungarian.auto import SCALING_WINDOW, jv_says_structured, stalled
+
+    results = Path(__file__).resolve().parents[1] / "workflows" / "results"
+    runs = []  # ((family, f, n), JV's free rows, [(free rows, paths, searching) at each check])
+    for line in (results / "scaling-gpu-20261122-auto-trace.log").read_text().splitlines():
+        if line.startswith("{"):
+            d = json.loads(line)
+            free = d["trace"]
+            runs.append(((d["family"], d["f"], d["n"]), d["jv_free"],
+                         [(b, a - b, False) for a, b in zip(free, free[1:], strict=False)]))
+    for line in (results / "gpu-20261123-s7-handover-trace.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        runs.append(((d["family"], d["f"], d["n"]), d["jv_free"], [(t[1], t[2], bool(t[3])) for t in d["trace"]]))
+    handed = []  # (run, the check at which it is handed over or None)
+    for key, jv_free, checks in runs:
+        n, window, at = key[2], [], None
+        for k, (n_free, paths, searching) in enumerate(checks):
+            window.append(paths)
+            if jv_says_structured(jv_free, n, "hybrid") and stalled(window[-SCALING_WINDOW:], n_free, n, searching):
+                at = k
+                break
+        handed.append((key, at))
+    uniform = [at for key, at in handed if key[0] == "uniform"]
+    assert len(uniform) == 10 and uniform == [None] * 10, handed
+    floats = [at for key, at in handed if key[0] == "float"]  # they stall, but JV leaves them under the gate
+    assert len(floats) == 4 and floats == [None] * 4, handed
+    geometric = [at for key, at in handed if key[0].startswith("geometric")]
+    assert len(geometric) == 6 and all(at is not None and at <= 5 for at in geometric), handed
 
 
 @pytest.mark.parametrize("family, f", [("uniform", 1.0), ("uniform", 10.0), ("float", None), ("ties", None)])

@@ -227,15 +227,18 @@ def geometric_dask(n: int, *, m: int | None = None, scale: float = 1000.0, seed:
     xp_name = "cupy" if gpu else "numpy"
     meta = _module(xp_name).empty((0, 0), dtype=np.dtype(dtype))
     chunks = da.core.normalize_chunks(chunks or "auto", shape, dtype=np.dtype(dtype))
+    # each task receives the points of its own rows and columns, not all of them
+    row_points = da.from_array(rows, chunks=(chunks[0], dim))
+    col_points = da.from_array(cols, chunks=(chunks[1], dim))
 
-    def block(block_info=None):
-        (r0, r1), (c0, c1) = block_info[None]["array-location"]
+    def block(row_block, col_block):
         xp = _module(xp_name)
-        return _distances(xp.asarray(rows[r0:r1]), xp.asarray(cols[c0:c1]), dtype, xp)
+        return _distances(xp.asarray(row_block), xp.asarray(col_block), dtype, xp)
 
     name = (f"dlap-geometric-{shape[0]}x{shape[1]}-d{dim}-s{seed}-{int(same_points)}-{scale}-{np.dtype(dtype)}-"
             f"{xp_name}-{tokenize(chunks)}")
-    return da.map_blocks(block, chunks=chunks, dtype=np.dtype(dtype), meta=meta, name=name)
+    return da.blockwise(block, "ij", row_points, "ik", col_points, "jk", concatenate=True, dtype=np.dtype(dtype),
+                        meta=meta, name=name)
 
 
 #: the families whose matrix the workers of a Dask cluster can make chunk by chunk

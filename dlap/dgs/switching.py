@@ -40,13 +40,22 @@ GREEDY_MAX_ROUNDS = 8
 SEQUENTIAL_CALL_ENTRIES = 1 << 20
 
 
+#: a deadline counts as passed this long before it: the solve still has to return after the
+#: loop's last step, and a process that shares its core waits for it in scheduler slices. GEOM
+#: benefit n = 1000 on this project's 2-core VM with both cores busy, 1200 solves at 50 and 100 ms
+#: (workflows/results/dgs-cpu-20261123-busy-deadline.txt): past the deadline by a median of
+#: -1.4 ms without the guard, -3.3 ms with it; the tail, a scheduler wait, stays (at most 6.6 to
+#: 9.7 ms either way; 11.7 ms once in a test run, against the 10 ms promised). Idle: within 2 ms.
+DEADLINE_GUARD = 0.002
+
+
 class Deadline:
     """A ``time.perf_counter()`` deadline, read between the steps of a loop: it counts as passed
-    once the next step, if it lasts as long as the last one did, would end after it. So a loop
-    stops before the deadline rather than one step after it."""
+    once the next step, if it lasts as long as the last one did, would end after it (less
+    ``DEADLINE_GUARD``). So a loop stops before the deadline rather than one step after it."""
 
     def __init__(self, at: float = math.inf):
-        self.at = at
+        self.at = at - DEADLINE_GUARD
         self.last = time.perf_counter()
         self.step = 0.0
 

@@ -111,6 +111,16 @@ def ties(n: int, *, m: int | None = None, levels: int = 3, seed: int = 0, dtype=
     return np.random.default_rng(seed).integers(0, levels, size=shape, dtype=np.dtype(dtype))
 
 
+#: the families that are :func:`geometric` with these arguments (made on one machine by
+#: :data:`FAMILIES`, on the workers of a Dask cluster by :func:`family_dask`)
+GEOMETRIC_FAMILIES = {"geometric": {}, "geometric-3d": {"dim": 3}, "geometric-benefit": {"same_points": True}}
+
+
+def _geometric_family(name: str):
+    shape = GEOMETRIC_FAMILIES[name]
+    return lambda n, f=None, seed=0, m=None: geometric(n, m=m, seed=seed, **shape)
+
+
 #: family name -> generator(n, f, seed, m); what the CLI and the benchmark accept. ``f`` is the
 #: cost range factor of ``uniform`` and the number of values of ``ties`` (default 3); ``m`` the
 #: number of columns (default n).
@@ -118,11 +128,11 @@ FAMILIES = {
     "uniform": lambda n, f=1.0, seed=0, m=None: uniform(n, f, m=m, seed=seed),
     "uniform-counter": lambda n, f=1.0, seed=0, m=None: uniform_counter(n, f, m=m, seed=seed),
     "float": lambda n, f=None, seed=0, m=None: uniform_float(n, m=m, seed=seed),
-    "geometric": lambda n, f=None, seed=0, m=None: geometric(n, m=m, seed=seed),
+    "geometric": _geometric_family("geometric"),
     "geometric-int": lambda n, f=None, seed=0, m=None: geometric_int(n, m=m, seed=seed),
-    "geometric-3d": lambda n, f=None, seed=0, m=None: geometric(n, m=m, seed=seed, dim=3),
+    "geometric-3d": _geometric_family("geometric-3d"),
     "geometric-disjoint": lambda n, f=None, seed=0, m=None: geometric_disjoint(n, m=m, seed=seed),
-    "geometric-benefit": lambda n, f=None, seed=0, m=None: geometric(n, m=m, seed=seed, same_points=True),
+    "geometric-benefit": _geometric_family("geometric-benefit"),
     "machol-wien": lambda n, f=None, seed=0, m=None: machol_wien(n, m=m),
     "ties": lambda n, f=None, seed=0, m=None: ties(n, m=m, levels=int(f) if f else 3, seed=seed),
 }
@@ -243,7 +253,7 @@ def geometric_dask(n: int, *, m: int | None = None, scale: float = 1000.0, seed:
 
 #: the families whose matrix the workers of a Dask cluster can make chunk by chunk
 #: (:func:`family_dask`): their values are those of :func:`family`
-WORKER_FAMILIES = ("uniform-counter", "geometric", "geometric-3d", "geometric-benefit")
+WORKER_FAMILIES = ("uniform-counter", *GEOMETRIC_FAMILIES)
 
 
 def family_dask(name: str, n: int, f: float | None = None, seed: int = 0, m: int | None = None, *,
@@ -252,10 +262,9 @@ def family_dask(name: str, n: int, f: float | None = None, seed: int = 0, m: int
     :data:`WORKER_FAMILIES`."""
     if name == "uniform-counter":
         return uniform_dask(n, 1.0 if f is None else f, m=m, seed=seed, chunks=chunks, gpu=gpu)
-    shapes = {"geometric": {}, "geometric-3d": {"dim": 3}, "geometric-benefit": {"same_points": True}}
-    if name not in shapes:
+    if name not in GEOMETRIC_FAMILIES:
         raise ValueError(f"family {name!r} is made on one machine; the workers make {', '.join(WORKER_FAMILIES)}")
-    return geometric_dask(n, m=m, seed=seed, chunks=chunks, gpu=gpu, **shapes[name])
+    return geometric_dask(n, m=m, seed=seed, chunks=chunks, gpu=gpu, **GEOMETRIC_FAMILIES[name])
 
 
 def _module(name: str):

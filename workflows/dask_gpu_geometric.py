@@ -57,7 +57,10 @@ def main() -> None:
                   + ", ".join(f"{k} {v:.2f}" for k, v in s.phase_seconds.items() if v > 0.01), flush=True)
         del matrix
     if args.alone:
-        xp = __import__("cupy") if gpu else __import__("numpy")
+        if gpu:
+            import cupy as xp
+        else:
+            import numpy as xp
         cost = generate.geometric(n, xp=xp, **kwargs)
         start = time.perf_counter()
         r = dlap.solve(cost, maximize=args.benefit)

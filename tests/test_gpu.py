@@ -234,7 +234,26 @@ def cpu_bids(monkeypatch):
     monkeypatch.setattr(CPUBackend, "narrow_copy", Backend.narrow_copy)
 
 
-LAYOUTS = [(layout, True) for layout in ("cluster-auto", "cluster-1", "cluster-2", "cluster-8", "device-memory")]
+LAYOUTS = [(layout, True) for layout in ("cluster-auto", "cluster-1", "cluster-2", "cluster-8", "device-memory",
+                                         "cluster-8-device-memory", "cluster-8-wide", "cluster-8-wide-device-memory")]
+
+
+def force_search_layout(layout: str, monkeypatch) -> None:
+    """Make the ε-scaling searches run in ``layout``: "cluster-auto" (dlap's choice),
+    "cluster-N" (N blocks a search), "-wide" (blocks that agree among their warps first),
+    "device-memory" (the blocks' column arrays in device memory, as for matrices too wide for
+    shared memory)."""
+    from dlap.backends import gpu, gpu_kernels
+
+    if layout.endswith("device-memory"):
+        monkeypatch.setattr(gpu_kernels, "shared_launch", lambda kernel, nbytes, device_id: 0)
+    if layout.startswith("cluster-") and layout != "cluster-auto":
+        size = int(layout.split("-")[1])
+        wide = "-wide" in layout
+        if size not in gpu_kernels.cluster_sizes("scaling_phase", wide=wide):
+            pytest.skip(f"no clusters of {size} {'wide ' if wide else ''}blocks on this GPU")
+        monkeypatch.setattr(gpu, "SCALING_CLUSTER", size)
+        monkeypatch.setattr(gpu, "SCALING_WIDE", wide)
 
 
 @pytest.mark.parametrize("layout, bids", LAYOUTS + [("cluster-auto", False)],
@@ -243,20 +262,14 @@ LAYOUTS = [(layout, True) for layout in ("cluster-auto", "cluster-1", "cluster-2
 def test_scaling_is_the_cpu_engine_bit_for_bit(family, n, layout, bids, monkeypatch):
     """The GPU runs the CPU's sequence of bids and searches with the CPU's arithmetic: the same
     assignment and the same duals, to the last bit, whether a search runs in one block or a
-    cluster of 2 or 8 (each holding a slice of the columns in shared memory), or in one block
-    working in device memory (matrices too wide for shared memory); and with no bids (every row
+    cluster of 2 or 8 (each holding a slice of the columns in shared memory, or in device memory
+    for matrices too wide for it), with narrow or wide blocks; and with no bids (every row
     assigned by a search, as the CPU does by default)."""
-    from dlap.backends import gpu, gpu_kernels
+    from dlap.backends import gpu
     from dlap.backends.base import Backend
     from dlap.backends.cpu import CPUBackend
 
-    if layout == "device-memory":
-        monkeypatch.setattr(gpu_kernels, "shared_launch", lambda kernel, nbytes, device_id: 0)
-    elif layout != "cluster-auto":
-        size = int(layout.split("-")[1])
-        if size not in gpu_kernels.cluster_sizes("scaling_phase"):
-            pytest.skip(f"no clusters of {size} blocks on this GPU")
-        monkeypatch.setattr(gpu, "SCALING_CLUSTER", size)
+    force_search_layout(layout, monkeypatch)
     monkeypatch.setattr(CPUBackend, "parallel_bidding", bids)
     monkeypatch.setattr(gpu.GPUBackend, "parallel_bidding", bids)
     monkeypatch.setattr(CPUBackend, "narrow_copy", Backend.narrow_copy)  # the GPU's ε-phases read the matrix
@@ -267,6 +280,21 @@ def test_scaling_is_the_cpu_engine_bit_for_bit(family, n, layout, bids, monkeypa
     np.testing.assert_array_equal(on_gpu.col_ind, on_cpu.col_ind)
     np.testing.assert_array_equal(on_gpu.col_duals, on_cpu.col_duals)
     np.testing.assert_array_equal(on_gpu.row_duals, on_cpu.row_duals)
+    assert on_gpu.stats.phase_counts == on_cpu.stats.phase_counts
+
+
+@pytest.mark.parametrize("layout", ["cluster-8-wide", "cluster-8-wide-device-memory", "cluster-8-device-memory"])
+@pytest.mark.parametrize("family", ["geometric", "geometric-benefit"])
+def test_wide_search_blocks_are_the_cpu_engine_bit_for_bit(family, layout, cpu_bids, monkeypatch):
+    """Wide blocks of several warps each (n = 6000 over 8 blocks: 750 columns, 3 warps a block)
+    agree on the same column as the CPU's search at every step: the same answer to the last bit."""
+    force_search_layout(layout, monkeypatch)
+    cost = generate.family(family, 6000, seed=2)
+    maximize = family in generate.MAXIMIZE
+    on_gpu = dlap.solve(cost, method="scaling", device="gpu", maximize=maximize)
+    on_cpu = dlap.solve(cost, method="scaling", device="cpu", maximize=maximize)
+    np.testing.assert_array_equal(on_gpu.col_ind, on_cpu.col_ind)
+    np.testing.assert_array_equal(on_gpu.col_duals, on_cpu.col_duals)
     assert on_gpu.stats.phase_counts == on_cpu.stats.phase_counts
 
 

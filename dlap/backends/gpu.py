@@ -58,6 +58,14 @@ SCAN_BATCH = 10
 SCALING_BLOCK_COLUMNS = 1250
 #: blocks per search cluster, forced (None: chosen by SCALING_BLOCK_COLUMNS)
 SCALING_CLUSTER: int | None = None
+#: threads of a wide search block (scaling.cu's SEARCH_WIDE_THREADS), whose block agrees on its
+#: nearest column before the cluster does, so it is not bound to 32 warps a cluster
+SEARCH_WIDE_THREADS = 512
+#: a cluster's blocks are wide where a block of the narrow layout (1024 threads a cluster) would
+#: load its slice of a row in more than this many batches
+SCALING_WIDE_BATCHES = 1
+#: wide search blocks, forced on or off (None: chosen by SCALING_WIDE_BATCHES)
+SCALING_WIDE: bool | None = None
 
 
 @dataclass
@@ -155,19 +163,19 @@ def _search_threads(n_cols: int, limit: int = gk.PERSISTENT_BLOCK) -> int:
 def _search_kernel(n_cols: int, dtype, device_id: int):
     """(scaling_phase kernel, blocks per search cluster, threads per block, shared memory per
     block): the largest cluster whose blocks keep SCALING_BLOCK_COLUMNS columns or more (or
-    SCALING_CLUSTER), 33 bytes of shared memory each; a cluster of one block, in device memory
-    if need be, where that does not fit."""
+    SCALING_CLUSTER), with wide blocks where narrow ones would scan a row in several batches
+    (SCALING_WIDE_BATCHES, or SCALING_WIDE); 33 bytes of shared memory per column, or device
+    memory where a block's slice does not fit in it."""
     sizes = gk.cluster_sizes("scaling_phase")
     cluster = SCALING_CLUSTER or max(c for c in sizes if c == 1 or n_cols // c >= SCALING_BLOCK_COLUMNS)
-    kernel = gk.kernel("scaling", "scaling_phase", dtype, cluster)
-    shared = gk.shared_launch(kernel, SCALING_SHARED_BYTES_PER_COLUMN * -(-n_cols // cluster), device_id)
-    if shared == 0 and cluster > 1:
-        cluster = 1
-        kernel = gk.kernel("scaling", "scaling_phase", dtype, cluster)
-        shared = gk.shared_launch(kernel, SCALING_SHARED_BYTES_PER_COLUMN * n_cols, device_id)
-    # scaling.cu's search_threads(cluster): 32 warps' slots a cluster, registers for a batch
-    limit = 512 if cluster == 1 else gk.PERSISTENT_BLOCK // cluster
-    return kernel, cluster, _search_threads(-(-n_cols // cluster), limit), shared
+    chunk = -(-n_cols // cluster)
+    # scaling.cu's search_threads(cluster, wide): 32 warps' slots a cluster, registers for a batch
+    narrow = 512 if cluster == 1 else gk.PERSISTENT_BLOCK // cluster
+    wide = cluster in gk.cluster_sizes("scaling_phase", wide=True) and (
+        chunk > SCALING_WIDE_BATCHES * SCAN_BATCH * narrow if SCALING_WIDE is None else SCALING_WIDE)
+    kernel = gk.kernel("scaling", "scaling_phase", dtype, cluster, wide)
+    shared = gk.shared_launch(kernel, SCALING_SHARED_BYTES_PER_COLUMN * chunk, device_id)
+    return kernel, cluster, _search_threads(chunk, SEARCH_WIDE_THREADS if wide else narrow), shared
 
 
 class GPUBackend(Backend):

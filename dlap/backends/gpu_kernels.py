@@ -42,8 +42,10 @@ _TEMPLATES = {
     "bidding": ("bidding_rounds", "row_minima_terms"),
 }
 #: kernels templated on a cluster size too (thread block clusters need compute capability 9.0;
-#: below it only clusters of one block are instantiated)
+#: below it only clusters of one block are instantiated), and on whether its blocks are wide
+#: (scaling.cu's WIDE: instantiated for the cluster sizes listed here only)
 _CLUSTER_SIZES = {"scaling_phase": (1, 2, 4, 8)}
+_WIDE_CLUSTERS = {"scaling_phase": (8,)}
 #: modules whose kernels are launched cooperatively (CuPy sets this per module)
 _COOPERATIVE = {"forward", "bidding"}
 #: threads per block of the ordinary kernels, and of the persistent (one block per SM) ones
@@ -56,18 +58,21 @@ def _source(name: str) -> str:
     return (folder / "common.cuh").read_text() + "\n" + (folder / f"{name}.cu").read_text()
 
 
-def cluster_sizes(name: str) -> tuple[int, ...]:
-    """The cluster sizes kernel ``name`` is instantiated for on the current device."""
+def cluster_sizes(name: str, wide: bool = False) -> tuple[int, ...]:
+    """The cluster sizes kernel ``name`` is instantiated for on the current device (``wide``: with
+    wide blocks)."""
     sizes = _CLUSTER_SIZES.get(name, ())
-    return sizes if int(cupy.cuda.Device().compute_capability) >= 90 else sizes[:1]
+    sizes = sizes if int(cupy.cuda.Device().compute_capability) >= 90 else sizes[:1]
+    return tuple(c for c in sizes if c in _WIDE_CLUSTERS.get(name, ())) if wide else sizes
 
 
 def build_module(name: str, options: tuple[str, ...] = ()) -> cupy.RawModule:
     """``name``.cu with every instantiation its kernels are launched with, compiled with extra
     nvcc ``options`` (the workflows' ``-D`` variants: a profiled build, an A/B of a constant)."""
     expressions = [
-        f"{k}<{t}, {c}>" if k in _CLUSTER_SIZES else f"{k}<{t}>"
+        f"{k}<{t}>" if c is None else f"{k}<{t}, {c}, {'true' if wide else 'false'}>"
         for k in _TEMPLATES[name] for t in _TYPES.values() for c in (cluster_sizes(k) or (None,))
+        for wide in (False, True) if not wide or c in _WIDE_CLUSTERS.get(k, ())
     ]
     return cupy.RawModule(
         code=_source(name), options=("-std=c++17", *options), name_expressions=expressions,
@@ -80,11 +85,11 @@ def _module(name: str) -> cupy.RawModule:
     return build_module(name)
 
 
-def kernel(source: str, name: str, dtype=None, cluster: int | None = None):
+def kernel(source: str, name: str, dtype=None, cluster: int | None = None, wide: bool = False):
     """The kernel ``name`` of ``source``.cu, instantiated for the cost dtype if it is a template
-    (and for a cluster size, for the kernels of ``_CLUSTER_SIZES``)."""
+    (and for a cluster size and block width, for the kernels of ``_CLUSTER_SIZES``)."""
     args = [] if dtype is None else [_TYPES[np.dtype(dtype)]]
-    args += [] if cluster is None else [str(cluster)]
+    args += [] if cluster is None else [str(cluster), "true" if wide else "false"]
     return _module(source).get_function(f"{name}<{', '.join(args)}>" if args else name)
 
 

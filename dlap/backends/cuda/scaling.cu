@@ -271,7 +271,14 @@ struct Slot {
 
 // Threads of a search block at most: 32 warps' slots per cluster, and registers enough to hold a
 // batch of operands (a block of 1024 threads has 64 registers a thread; scan_batch needs more).
-constexpr int search_threads(int cluster) { return cluster == 1 ? 512 : 1024 / cluster; }
+// A wide block (WIDE) first agrees within itself and publishes one slot for the cluster, so its
+// size is not bound by the slots: SEARCH_WIDE_THREADS.
+#ifndef SEARCH_WIDE_THREADS
+#define SEARCH_WIDE_THREADS 512
+#endif
+constexpr int search_threads(int cluster, bool wide) {
+    return wide ? SEARCH_WIDE_THREADS : cluster == 1 ? 512 : 1024 / cluster;
+}
 
 // Assign the free rows rows[q], q_begin <= q < q_end, of a phase (or the virtual rows q of zero
 // costs, q >= n_rows, which hold a rectangular matrix's unassigned columns), one single-root
@@ -288,12 +295,20 @@ constexpr int search_threads(int cluster) { return cluster == 1 ? 512 : 1024 / c
 // later every warp of every block reads the slots (at most 32: one per lane, through distributed
 // shared memory) and takes the same winner, so no other barrier is needed before the next scan.
 // A thread loads all its operands of a row before it uses the first, and the cost of its
-// candidate column's row before the agreement. With CLUSTER = 1 the same code runs in one block,
-// with its arrays in shared memory (`in_shared`) or, for matrices too wide for it, in device
-// memory (dist_g, closed_g, scan_pred_g). `pred` receives each completed column's predecessor
+// candidate column's row before the agreement. With CLUSTER = 1 the same code runs in one block.
+// The blocks keep their arrays in shared memory (`in_shared`) or, for matrices too wide for it,
+// in device memory, each block at its own columns (dist_g, col_u_g, closed_g, scan_pred_g,
+// col_match_g from lo on). `pred` receives each completed column's predecessor
 // (the augmentation follows it); done/done_dist are per block at blockIdx.x * chunk.
-template <typename T, int CLUSTER>
-__global__ void DLAP_CLUSTER_DIMS(CLUSTER) __launch_bounds__(search_threads(CLUSTER), 1)
+//
+// Wide matrices (n = 40000 and more) need more threads per step than 32 warps: a row of 80000
+// entries over 1024 threads is eight dependent batches of loads. With WIDE, each block first
+// agrees on its own nearest column (one block barrier) and publishes one slot, so a cluster of 8
+// blocks of SEARCH_WIDE_THREADS scans a row; a cluster whose slices do not fit in shared memory
+// keeps them in device memory, each block at its own columns (a cluster of one block took 89 us
+// per step at n = 80000 against 3.5 us for a cluster of 8 in shared memory at n = 10000).
+template <typename T, int CLUSTER, bool WIDE>
+__global__ void DLAP_CLUSTER_DIMS(CLUSTER) __launch_bounds__(search_threads(CLUSTER, WIDE), 1)
 scaling_phase(const T* C, int n_rows, int n_cols, double* v_g, double eps, const int* rows, int q_begin,
               int q_end, int* row_match, int* col_match_g, int* extra_match, double* dist_g,
               double* col_u_g, unsigned char* closed_g, int* scan_pred_g, int* pred, int* done_all,
@@ -301,15 +316,17 @@ scaling_phase(const T* C, int n_rows, int n_cols, double* v_g, double eps, const
     extern __shared__ double shared[];
     __shared__ double sv[32];
     __shared__ Slot slots[2][32];
+    __shared__ Slot warp_slots[WIDE ? 32 : 1];  // WIDE: the block's warps, before its own slot
     __shared__ int s_n_done;
     const int tid = threadIdx.x, n_threads = blockDim.x, lane = tid & 31, warp = tid >> 5;
-    const int n_warps = (n_threads + 31) >> 5, n_slots = CLUSTER * n_warps;  // <= 32 (host)
+    // the slots the cluster agrees over: every warp's, or with WIDE every block's (<= 32, host)
+    const int n_warps = (n_threads + 31) >> 5, n_slots = WIDE ? CLUSTER : CLUSTER * n_warps;
     const int rank = CLUSTER > 1 ? static_cast<int>(blockIdx.x) : 0;  // one cluster: block = rank
     const int chunk = (n_cols + CLUSTER - 1) / CLUSTER;
     const int lo = min(n_cols, rank * chunk), hi = min(n_cols, lo + chunk), width = hi - lo;
-    double *v = v_g + lo, *dist = dist_g, *col_u = col_u_g;
-    int *col_match = col_match_g + lo, *scan_pred = scan_pred_g;
-    unsigned char* closed = closed_g;
+    double *v = v_g + lo, *dist = dist_g + lo, *col_u = col_u_g + lo;
+    int *col_match = col_match_g + lo, *scan_pred = scan_pred_g + lo;
+    unsigned char* closed = closed_g + lo;
     int* done = done_all + lo;
     double* done_dist = done_dist_all + lo;
     if (in_shared) {
@@ -341,17 +358,27 @@ scaling_phase(const T* C, int n_rows, int n_cols, double* v_g, double eps, const
 #endif
     cluster_barrier<CLUSTER>();
 
-    // Every warp publishes its (value, key, row, base, pred); after the cluster barrier every warp
-    // reduces the slots to the same winner.
+    // Every warp publishes its (value, key, row, base, pred) (WIDE: the block's nearest of them);
+    // after the cluster barrier every warp reduces the slots to the same winner.
     auto agree = [&](double& value, unsigned& key, int& row, double& base, int& from, int cand) {
         const int src = warp_argmin(value, key);
+        Slot* own = WIDE ? warp_slots : slots[buffer];
         if (lane == src) {
             const bool some = cand >= 0 && value < DLAP_INF;
-            slots[buffer][warp] = Slot{value, some ? col_u[cand] : 0.0, key, some ? col_match[cand] : -1,
-                                       some ? scan_pred[cand] : -1};
+            own[warp] = Slot{value, some ? col_u[cand] : 0.0, key, some ? col_match[cand] : -1,
+                             some ? scan_pred[cand] : -1};
+        }
+        if constexpr (WIDE) {
+            __syncthreads();  // the block's warps have published; warp 0 reads them before the
+            if (warp == 0) {  // cluster barrier, which every warp passes before its next write
+                Slot mine = lane < n_warps ? warp_slots[lane] : Slot{DLAP_INF, 0.0, 0xffffffffu, -1, -1};
+                const int at = warp_argmin(mine.value, mine.key);
+                if (lane == at) slots[buffer][0] = mine;
+            }
         }
         cluster_barrier<CLUSTER>();
-        Slot got = lane < n_slots ? *cluster_slot<CLUSTER>(&slots[buffer][lane % n_warps], lane / n_warps)
+        Slot got = lane < n_slots ? *cluster_slot<CLUSTER>(&slots[buffer][WIDE ? 0 : lane % n_warps],
+                                                            WIDE ? lane : lane / n_warps)
                                   : Slot{DLAP_INF, 0.0, 0xffffffffu, -1, -1};
         const int at = warp_argmin(got.value, got.key);
         value = got.value;
@@ -493,7 +520,8 @@ scaling_phase(const T* C, int n_rows, int n_cols, double* v_g, double eps, const
             int j = end;
             while (true) {
                 const int i = pred[j];
-                *cluster_column<CLUSTER>(col_match, j, chunk, lo) = i;
+                // the column's owner block holds its row: in its shared memory, or in device memory
+                *(in_shared ? cluster_column<CLUSTER>(col_match, j, chunk, lo) : col_match_g + j) = i;
                 int after;
                 if (i < n_rows) {
                     after = row_match[i];

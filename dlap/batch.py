@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .arrays import adopt
-from .certificate import certify
+from .certificate import certify, widened
 from .problem import (
     MSG_INFEASIBLE,
     MSG_INVALID,
@@ -299,7 +299,7 @@ def _objectives(xp, flat, start, col4row, n, m, integer: bool):
     position = xp.where(valid, xp.asarray(start, **to)[:, None] + offset, 0)
     picked = xp.where(valid, flat[position] if flat.size else xp.zeros(position.shape, flat.dtype), 0)
     if not integer:
-        return picked.sum(axis=1, dtype=np.float64)
+        return widened(picked).sum(axis=1)
     if picked.size and width * int(abs(picked).max()) >= 2**63:  # beyond int64: Python ints
         return np.asarray([sum(row) for row in picked.tolist()], dtype=object)
     return picked.sum(axis=1, dtype=np.int64)

@@ -25,6 +25,7 @@ the smallest normal number of the costs' dtype.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -207,13 +208,13 @@ def _float_terms(xp, c, rows, cols, u, v, sign, objective, heuristic, rtol, prob
     u_repaired = xp.empty(k)
     starts, step = _blocks(c)
     for start in starts:
-        d = sign * c[start : start + step].astype(np.float64)
+        d = sign * widened(c[start : start + step])
         check_entries(d)  # NaN, or -inf in minimisation form: scipy's ValueError
         finite = xp.where(xp.isinf(d), 0.0, d)
         largest = max(largest, float(abs(finite).max()))
         u_repaired[start : start + step] = (d - v_bounded[None, :]).min(axis=1)
         violation = max(violation, float((u[start : start + step, None] + v[None, :] - d).max()))
-    matched = sign * c[rows, cols].astype(np.float64)
+    matched = sign * widened(c[rows, cols])
     if not bool(xp.isfinite(matched).all()):
         problems.append("the assignment takes a forbidden (infinite) pair")
     # below the costs' smallest normal number no hardware that flushes subnormals (a GPU's float32)
@@ -253,6 +254,30 @@ def _verdict(primal, bound, gap, scale, violation, slackness, closed, feasible, 
         primal=primal, lower_bound=bound, gap=gap, relative_gap=gap / scale, max_dual_violation=violation,
         max_slackness_violation=slackness, optimal=not problems, problems=tuple(problems),
     )
+
+
+def widened(x):
+    """``x`` as float64, exactly. CuPy's float32 -> float64 conversion flushes subnormals to zero
+    (a GPU batch's objective lost a cost of 1e-45 that way, found by hypothesis on an H200), so a
+    CuPy float32 array is widened by a kernel that builds them from their bits, as the solvers'
+    kernels do (``widen`` in backends/cuda/common.cuh)."""
+    if x.dtype == np.float32 and array_module(x) is not np:
+        return _widen_float32()(x)
+    return x.astype(np.float64)
+
+
+@functools.cache
+def _widen_float32():
+    import cupy
+
+    return cupy.ElementwiseKernel("float32 x", "float64 y", """
+        const int bits = __float_as_int(x);
+        if ((bits & 0x7f800000) == 0) {  // zero or subnormal: mantissa * 2^-149, sign kept
+            const double m = static_cast<double>(bits & 0x007fffff) * 0x1p-149;
+            y = bits < 0 ? -m : m;
+        } else {
+            y = static_cast<double>(x);
+        }""", "dlap_widen_float32")
 
 
 def exact_sum(*arrays):

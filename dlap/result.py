@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .certificate import BLOCK_ELEMENTS, Certificate, certify
+from .certificate import BLOCK_ELEMENTS, Certificate, certify, widened
 from .problem import array_module
 
 MSG_MATRIX_GONE = (
@@ -186,5 +186,5 @@ def row_minima(c, v):
     out = xp.empty(c.shape[0])
     step = max(1, BLOCK_ELEMENTS // max(c.shape[1], 1))
     for start in range(0, c.shape[0], step):
-        out[start : start + step] = (c[start : start + step].astype(np.float64) - v[None, :]).min(axis=1)
+        out[start : start + step] = (widened(c[start : start + step]) - v[None, :]).min(axis=1)
     return out

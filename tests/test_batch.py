@@ -145,6 +145,17 @@ def test_the_callers_arrays_are_untouched_and_results_iterate_like_detr():
 
 
 @pytest.mark.gpu
+def test_a_gpu_batch_keeps_float32_subnormal_costs():
+    """Each problem's objective sums its costs exactly, subnormal float32 costs included (CuPy's
+    conversion to float64 flushed them: the GPU reported 0 where the optimum is 4.2e-45)."""
+    costs = np.array([[[1e-45, 1.0], [1.0, 3e-45]], [[2.0, -1e-44], [-2e-45, 5.0]]], dtype=np.float32)
+    result = dlap.solve_batch(on("gpu", costs), duals=True)
+    expected = [float(costs[0, 0, 0]) + float(costs[0, 1, 1]), float(costs[1, 0, 1]) + float(costs[1, 1, 0])]
+    assert [_value(o) for o in result.objective] == expected
+    assert_batch(result, costs, False)
+
+
+@pytest.mark.gpu
 def test_torch_tensors_stay_on_their_gpu():
     """A PyTorch CUDA batch is read in place and answered with CUDA tensors; a single problem
     through dlap.linear_sum_assignment too."""

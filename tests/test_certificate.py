@@ -67,3 +67,22 @@ def test_progress_callback_reaches_all_rows():
     dlap.solve(generate.uniform(200, 1.0), progress=lambda done, total: seen.append((done, total)))
     assert seen[-1] == (200, 200)
     assert all(total == 200 for _, total in seen)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_widened_is_exact_for_float32_subnormals(device):
+    """float32 -> float64 without flushing subnormals (CuPy's own conversion flushes them)."""
+    from dlap.certificate import widened
+
+    bits = np.array([0, 1, 2, 0x7FFFFF, 0x800000, 0x3F800000, 0x80000001, 0x807FFFFF, 0x7F800000], dtype=np.uint32)
+    values = bits.view(np.float32)
+    array = values
+    if device == "gpu":
+        import cupy
+
+        array = cupy.asarray(values)
+    out = widened(array)
+    out = out.get() if hasattr(out, "get") else out
+    assert out.dtype == np.float64
+    np.testing.assert_array_equal(out, values.astype(np.float64))
+    assert (out[1:4] > 0).all() and (out[6:8] < 0).all()

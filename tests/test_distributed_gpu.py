@@ -48,6 +48,16 @@ def test_same_optimum_as_single_gpu(client, method, shape):
     assert result.stats.phase_counts["ranks"] == ranks and result.stats.device.endswith("gpu")
 
 
+@pytest.mark.parametrize("method", ["auto", *METHODS])
+def test_float32_subnormal_costs_reach_the_objective(client, method):
+    """The ranks sum their assigned float32 costs exactly, subnormals included (CuPy's
+    conversion to float64 flushed them to zero)."""
+    cost = np.array([[1e-45, 1.0, 2.0], [1.0, 3e-45, 2.0], [2.0, 2.0, 1e-44]], dtype=np.float32)
+    result = dd.solve(da.from_array(cost, chunks=(3, 3)), client, method=method, device="gpu")
+    assert result.objective == float(cost[0, 0]) + float(cost[1, 1]) + float(cost[2, 2])
+    assert result.verify().optimal
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_host_chunks_floats_forbidden_maximize(client, method):
     """NumPy chunks moved to the GPUs; floats with +inf forbidden pairs, maximised, vs scipy."""

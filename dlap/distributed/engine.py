@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.base import FLOAT_TOL_SCALE
-from ..certificate import exact_sum
+from ..certificate import exact_sum, widened
 from ..hungarian.auto import solve_auto
 from ..hungarian.classical import run_classical
 from ..hungarian.hybrid import run_hybrid
@@ -170,14 +170,15 @@ class DistributedSolver:
         match = g.row_match[rows]
         local = xp.flatnonzero((match >= cols.start) & (match < cols.stop))
         picked = c[local, match[local] - c0]
+        picked_wide = widened(picked)  # float64, float32 subnormals kept
         comm = self.comm
         if spec.integer:  # exact: two int64 sums of 31-bit parts, which no matrix size overflows
             wide = picked.astype(np.int64)
             parts = _host(comm.allreduce(xp.stack([(wide >> 31).sum(), (wide & (2**31 - 1)).sum()]), "sum"))
             total = int(parts[0]) * 2**31 + int(parts[1])
         else:  # every rank's picked entries, summed correctly rounded: dlap.solve's objective
-            total = exact_sum(comm.allgatherv(picked.astype(np.float64)))
-        slackness = picked.astype(np.float64) - g.u[local + r0] - g.v[match[local]]
+            total = exact_sum(comm.allgatherv(picked_wide))
+        slackness = picked_wide - g.u[local + r0] - g.v[match[local]]
         slackness = float(xp.abs(slackness).max()) if slackness.shape[0] else 0.0
         u_repaired = comm.allreduce(u_repaired, "min")
         worst = _host(comm.allreduce(xp.asarray([max(violation, 0.0), slackness]), "max"))

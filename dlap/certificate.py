@@ -259,8 +259,8 @@ def _verdict(primal, bound, gap, scale, violation, slackness, closed, feasible, 
 def widened(x):
     """``x`` as float64, exactly. CuPy's float32 -> float64 conversion flushes subnormals to zero
     (a GPU batch's objective lost a cost of 1e-45 that way, found by hypothesis on an H200), so a
-    CuPy float32 array is widened by a kernel that builds them from their bits, as the solvers'
-    kernels do (``widen`` in backends/cuda/common.cuh)."""
+    CuPy float32 array is widened by the solvers' own ``widen`` (backends/cuda/common.cuh), which
+    builds them from their bits."""
     if x.dtype == np.float32 and array_module(x) is not np:
         return _widen_float32()(x)
     return x.astype(np.float64)
@@ -270,14 +270,10 @@ def widened(x):
 def _widen_float32():
     import cupy
 
-    return cupy.ElementwiseKernel("float32 x", "float64 y", """
-        const int bits = __float_as_int(x);
-        if ((bits & 0x7f800000) == 0) {  // zero or subnormal: mantissa * 2^-149, sign kept
-            const double m = static_cast<double>(bits & 0x007fffff) * 0x1p-149;
-            y = bits < 0 ? -m : m;
-        } else {
-            y = static_cast<double>(x);
-        }""", "dlap_widen_float32")
+    from .backends.gpu_kernels import common_source
+
+    return cupy.ElementwiseKernel("float32 x", "float64 y", "y = widen(x)", "dlap_widen_float32",
+                                  preamble=common_source())
 
 
 def exact_sum(*arrays):

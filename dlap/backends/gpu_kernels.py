@@ -53,9 +53,14 @@ BLOCK = 256
 PERSISTENT_BLOCK = 1024
 
 
+def common_source() -> str:
+    """``common.cuh``: the device helpers every kernel source starts with (also the preamble of
+    CuPy elementwise kernels that need them)."""
+    return (resources.files("dlap.backends") / "cuda" / "common.cuh").read_text()
+
+
 def _source(name: str) -> str:
-    folder = resources.files("dlap.backends") / "cuda"
-    return (folder / "common.cuh").read_text() + "\n" + (folder / f"{name}.cu").read_text()
+    return common_source() + "\n" + (resources.files("dlap.backends") / "cuda" / f"{name}.cu").read_text()
 
 
 def cluster_sizes(name: str, wide: bool = False) -> tuple[int, ...]:

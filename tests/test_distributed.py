@@ -416,6 +416,99 @@ def test_persisted_input_is_cut_where_it_lives(client):
     assert result.objective == dlap.solve(cost).objective and result.verify(cost).optimal
 
 
+class HeldAtOnce(distributed.diagnostics.plugin.SchedulerPlugin):
+    """Scheduler plugin: the most keys starting with ``prefix`` held in memory at once."""
+
+    name = "held-at-once"
+
+    def __init__(self, prefix: str):
+        self.prefix, self.held, self.most = prefix, set(), 0
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if str(key).startswith(self.prefix):
+            if finish == "memory":
+                self.held.add(key)
+                self.most = max(self.most, len(self.held))
+            elif start == "memory":
+                self.held.discard(key)
+
+
+def held_at_once(client, prefix: str, solve):
+    """``solve()``'s result, and the most keys starting with ``prefix`` it held at once."""
+    client.register_plugin(HeldAtOnce(prefix), name=HeldAtOnce.name)
+    try:
+        result = solve()
+        return result, client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins[HeldAtOnce.name].most)
+    finally:
+        client.unregister_scheduler_plugin(HeldAtOnce.name)
+
+
+def slabs_left_filling(client, timeout: float = 5.0) -> int:
+    """The slabs the workers' SlabsFilling plugins still hold, once the released keys have
+    reached them (0 when every fill was closed or dropped)."""
+    from dlap.distributed.placement import SlabsFilling
+
+    def held(dask_worker):
+        plugin = dask_worker.plugins.get(SlabsFilling.name)
+        return len(plugin.slabs) if plugin is not None else 0
+
+    deadline = time.perf_counter() + timeout
+    while (left := sum(client.run(held).values())) and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+@pytest.mark.parametrize("source", ["zarr", "persisted", "generated"])
+def test_a_slab_of_many_pieces_is_filled_in_place(client, tmp_path, monkeypatch, source):
+    """A slab of many pieces (Zarr bands, persisted chunks cut in bands where they live, generated
+    chunks) is allocated once and filled piece by piece, with about ``BUFFER_BYTES`` of pieces
+    held per rank at a time: the optimum of dlap.solve, transposed (more rows than columns),
+    maximised, 8-byte integers shifted by an offset, every variant; nothing left in the workers'
+    plugin."""
+    from dlap.distributed import placement
+
+    monkeypatch.setattr(placement, "PIECE_BYTES", 4096)
+    monkeypatch.setattr(placement, "BUFFER_BYTES", 3 * 4096)
+    cost = uniform_block((0, 200), (0, 150), 150, 3000, 21, dtype="int64") + 2**60
+    if source == "zarr":
+        zarr = pytest.importorskip("zarr")
+        path = str(tmp_path / "cost.zarr")
+        zarr.create_array(path, shape=cost.shape, chunks=(10, 40), dtype=cost.dtype)[:] = cost
+        arr, prefix = path, "dlap-read-zarr-"
+    elif source == "persisted":
+        arr, prefix = da.from_array(cost, chunks=(50, 50)).persist(), "dlap-cut-"
+        distributed.wait(arr)
+    else:
+        arr = uniform_dask(200, 15, m=150, seed=21, chunks=(20, 30), dtype="int64") + 2**60
+        prefix = "add-"  # dask's name for the chunks of ``uniform + 2**60``
+        assert np.array_equal(arr.compute(), cost)
+    expected = dlap.solve(cost, maximize=True).objective
+    for method in METHODS:
+        with distributed.get_task_stream(client) as stream:
+            result, most = held_at_once(client, prefix, lambda m=method: dd.solve(arr, client, method=m, maximize=True))
+        assert result.objective == expected and result.verify().optimal and result.verify(cost).optimal
+        keys = [str(t["key"]) for t in stream.data]
+        ranks = result.stats.phase_counts["ranks"]
+        writes = sum(k.startswith("dlap-write-slab-") for k in keys)
+        assert sum(k.startswith("dlap-open-slab-") for k in keys) == ranks == 3
+        # many pieces a slab, few of them held at once: BUFFER_BYTES of them (3 bands, 2 generated
+        # chunks), and the last ones written until their release reaches the scheduler
+        per_rank = 3 if source != "generated" else 2
+        assert most <= 2 * per_rank * ranks < writes, (most, writes)
+    assert slabs_left_filling(client) == 0
+
+
+def test_a_slab_that_fails_to_fill_is_dropped(client, monkeypatch):
+    """A NaN in a later piece of a slab: scipy's error, and the half-filled slabs are freed on
+    every worker."""
+    from dlap.distributed import placement
+
+    monkeypatch.setattr(placement, "PIECE_BYTES", 4096)
+    cost = uniform_block((0, 300), (0, 300), 300, 3000, 22).astype(np.float64)
+    assert_nan_slab_refused(lambda c, method: dd.solve(da.from_array(c, chunks=(20, 100)), client, method=method), cost)
+    assert slabs_left_filling(client) == 0
+
+
 def test_maximize_and_caller_data_untouched(client):
     cost = uniform_block((0, 90), (0, 70), 70, 1000, 2).astype(np.float64)
     before = cost.copy()

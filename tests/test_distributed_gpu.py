@@ -162,6 +162,46 @@ def test_zarr_read_into_gpu_memory(client, tmp_path):
         assert result.objective == dlap.solve(cost).objective and result.verify().optimal
 
 
+@pytest.mark.parametrize("source", ["zarr", "persisted", "generated"])
+def test_a_gpu_slab_of_many_pieces_is_filled_in_place(client, tmp_path, monkeypatch, source):
+    """GPU slabs of many pieces (Zarr bands read into GPU memory, persisted CuPy chunks cut in
+    bands where they live, CuPy chunks generated on the rank's GPU), filled in place: float32
+    distances, more rows than columns, maximised; the single-GPU optimum, every variant."""
+    import cupy
+
+    from dlap.distributed import placement
+
+    monkeypatch.setattr(placement, "PIECE_BYTES", 64 * 1024)
+    monkeypatch.setattr(placement, "BUFFER_BYTES", 3 * 64 * 1024)
+    arr = dlap.generate.geometric_dask(900, m=700, seed=8, dtype="float32", chunks=(100, 140), gpu=True)
+    cost = arr.compute()
+    if source == "zarr":
+        path = str(tmp_path / "cost.zarr")
+        arr.map_blocks(cupy.asnumpy, meta=np.empty((0, 0), np.float32)).to_zarr(path)
+        arr = path
+    elif source == "persisted":
+        arr = arr.persist()
+        distributed.wait(arr)
+    expected = dlap.solve(cost, maximize=True).objective
+    for method in METHODS:
+        with distributed.get_task_stream(client) as stream:
+            result = dd.solve(arr, client, method=method, maximize=True)
+        assert result.objective == expected and result.verify().optimal and result.verify(cost).optimal
+        assert sum(str(t["key"]).startswith("dlap-write-slab-") for t in stream.data) >= 5
+
+
+def test_a_slab_larger_than_the_gpu_is_refused_with_its_size(client):
+    """One rank for a 160 GB matrix: MemoryError naming the slab's size and the GPU's free
+    memory, before the matrix is made (its first chunk at most), and the cluster solves again."""
+    arr = uniform_dask(200000, 1, seed=1, chunks=(10000, 200000), gpu=True)
+    start = time.perf_counter()
+    with pytest.raises(MemoryError, match=r"a 200000 x 200000 int32 slab needs 149\.01 GiB of GPU memory but GPU \d+ has"):
+        dd.solve(arr, client, method="classical", n_workers=1)
+    assert time.perf_counter() - start < 60
+    cost = uniform_block((0, 500), (0, 500), 500, 500, 3)
+    assert dd.solve(da.from_array(cost, chunks=(100, 500)), client, n_workers=1).objective == dlap.solve(cost).objective
+
+
 def test_bad_slab_fails_before_the_ranks_start(client):
     """A NaN in one rank's slab: scipy's error within 30 s, and the cluster solves again."""
     cost = uniform_block((0, 2000), (0, 2000), 2000, 20000, 5).astype(np.float32)

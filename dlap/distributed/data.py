@@ -1,16 +1,12 @@
-"""Placement: the cost matrix as one slab per rank, in its worker's memory, never through the client.
+"""The cost matrix a distributed solve reads, and which worker each rank runs on.
 
 The input is a dask array (NumPy or CuPy chunks, e.g. from :func:`dlap.generate.uniform_dask`,
-whose chunks are generated on the workers), a Zarr array, or the path of a Zarr store. Rank r's
-slab (rows for the classical variant, columns for the tree variant, section 5 of Date & Nagi) is
-computed by tasks pinned to rank r's worker, so its chunks are generated or read where they will
-live (a Zarr slab is read straight into GPU memory through Zarr's GPU buffers on a GPU worker),
-then normalised there (:func:`dlap.distributed.engine.prepare_slab`) and kept as one future.
+whose chunks are generated on the workers), a Zarr array, or the path of a Zarr store
+(:func:`as_source`). How each rank's slab gets to its worker is :mod:`~.placement`'s.
 
 A dask array the caller has persisted already lives on the cluster. Then the ranks follow the
 data: :func:`plan_ranks` gives rank r to the worker that holds most of slab r's bytes (a small
-assignment problem, solved by dlap itself), and each chunk's share of a slab is cut where the chunk
-lives, so only that share crosses the network (over NVLink with ``protocol="ucx"``).
+assignment problem, solved by dlap itself).
 """
 
 from __future__ import annotations
@@ -21,8 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..problem import MSG_NOT_2D, offset_for_range, working_dtype
-from .engine import prepare_slab
+from ..problem import MSG_NOT_2D, offset_for_range
 
 
 @dataclass(frozen=True)
@@ -169,94 +164,3 @@ def plan_ranks(client, source: Source, axis: int, bounds, candidates, keep_order
 def chunk_edges(source: Source) -> list[np.ndarray]:
     """The dask array's chunk boundaries along each axis."""
     return [np.concatenate([[0], np.cumsum(c)]).astype(int) for c in source.array.chunks]
-
-
-def cut(chunk, region: tuple[slice, slice]):
-    """Piece task: a held chunk's share of one rank's slab, cut on the worker that holds it."""
-    return chunk[region]
-
-
-def cut_where_held(client, source: Source, holders, axis: int, lo: int, hi: int, name: str) -> list[list]:
-    """Futures of the pieces of the slab ``lo:hi`` along ``axis`` of a persisted array, as rows
-    of pieces. Each ``cut`` task is pinned to the worker holding its chunk (left free, the
-    scheduler moves a whole chunk to an idle worker rather than wait for a busy holder). The keys
-    are this solve's own: keys derived from the caller's collection (dask's ``getitem-...``)
-    could meet an earlier task of the same key and inherit its worker restrictions."""
-    from distributed import Future
-
-    edges = chunk_edges(source)[axis]
-    grid = []
-    for k in range(len(edges) - 1):
-        if edges[k] >= hi or edges[k + 1] <= lo:
-            continue
-        local = slice(max(lo, edges[k]) - edges[k], min(hi, edges[k + 1]) - edges[k])
-        region = (local, slice(None)) if axis == 0 else (slice(None), local)
-        line = []
-        for m in range(len(source.array.chunks[1 - axis])):
-            index = (k, m) if axis == 0 else (m, k)
-            line.append(client.submit(cut, Future((source.array.name, *index), client), region,
-                                      key=f"{name}-{index[0]}-{index[1]}", workers=[holders[index]],
-                                      allow_other_workers=False))
-        grid.append(line)
-    return grid if axis == 0 else [list(row) for row in zip(*grid, strict=True)]
-
-
-def assemble(grid, gpu: bool):
-    """Rank task: one slab from the pieces of the chunks it overlaps (a nested list, rows of
-    pieces), each cut where its chunk lives and moved here."""
-    if len(grid) == 1 and len(grid[0]) == 1:
-        return grid[0][0]
-    xp = np
-    if gpu or any(type(p).__module__.split(".")[0] == "cupy" for row in grid for p in row):
-        import cupy as xp
-    return xp.concatenate([xp.concatenate([xp.asarray(p) for p in row], axis=1) for row in grid], axis=0)
-
-
-def read_zarr_region(array, region: tuple[slice, slice], gpu: bool):
-    """Rank task: read one region of a Zarr array, into GPU memory on a GPU worker."""
-    if not gpu:
-        return array[region]
-    import cupy
-    import zarr
-
-    with zarr.config.enable_gpu():
-        block = array[region]
-    return block if isinstance(block, cupy.ndarray) else cupy.asarray(block)
-
-
-def make_slab(block, gpu: bool, maximize: bool, transposed: bool, dtype, offset: int):
-    """Rank task: the block on the worker's GPU when the solve runs on GPUs (a NumPy chunk is
-    copied there), in host memory when it runs on CPUs (a CuPy chunk is copied here), in the
-    solved form (:func:`~dlap.distributed.engine.prepare_slab`)."""
-    if gpu and isinstance(block, np.ndarray):
-        import cupy
-
-        block = cupy.asarray(block)
-    elif not gpu and not isinstance(block, np.ndarray):
-        block = block.get()
-    return prepare_slab(block, maximize, transposed, dtype, offset)
-
-
-def place_slabs(client, source: Source, plan: RankPlan, *, axis: int, bounds, transposed: bool, maximize: bool,
-                gpu: bool, solve_id: str, offset: int):
-    """One future per rank: its slab in the solved form, on its worker (pinned, computed there;
-    for a persisted input, the pieces are cut where their chunks live and gathered there)."""
-    dtype = working_dtype(source.dtype, maximize)
-    slabs = []
-    for rank, worker in enumerate(plan.workers):
-        lo, hi = bounds[rank], bounds[rank + 1]
-        region = (slice(lo, hi), slice(None)) if axis == 0 else (slice(None), slice(lo, hi))
-        pin = {"workers": [worker], "allow_other_workers": False}
-        if source.is_zarr:
-            block = client.submit(read_zarr_region, source.array, region, gpu, key=f"dlap-read-zarr-{solve_id}-{rank}", **pin)
-        elif plan.holders is not None:
-            grid = cut_where_held(client, source, plan.holders, axis, lo, hi, f"dlap-cut-{solve_id}-{rank}")
-            block = client.submit(assemble, grid, gpu, key=f"dlap-gather-{solve_id}-{rank}", **pin)
-        else:
-            pieces = source.array[region].to_delayed().ravel()
-            part = pieces[0] if len(pieces) == 1 else source.array[region]
-            block = client.compute(part, **pin)
-        slabs.append(client.submit(
-            make_slab, block, gpu, maximize, transposed, dtype, offset, key=f"dlap-slab-{solve_id}-{rank}", **pin
-        ))
-    return slabs

@@ -4,8 +4,9 @@ Rank 0 logs an event on the topic ``dlap-progress-<solve id>`` about twice a sec
 (``{"matched": rows matched, "total": rows}``); the client subscribes to it and drives a progress
 bar or the caller's ``progress(matched, total)`` callback. The events stay in the scheduler's
 event log (``client.get_events(topic)``). On the dashboard the solve's tasks carry their role in
-their names: ``dlap-read-zarr`` or ``dlap-cut``/``dlap-gather``, then ``dlap-slab`` (placement,
-per rank) and ``dlap-solve-<method>`` (the long task of each rank).
+their names: ``dlap-read-zarr`` or ``dlap-cut`` (pieces of a slab), ``dlap-open-slab`` and
+``dlap-write-slab`` (a slab filled piece by piece), then ``dlap-slab`` (placement, per rank) and
+``dlap-solve-<method>`` (the long task of each rank).
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ from . import registry
 from .backend import SPLIT_AXIS
 from .cluster import UCX_ENVIRONMENT, connected, gpus_visible, ucx_waits_spin, worker_addresses
 from .comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
-from .data import as_source, place_slabs, plan_ranks, slab_bounds, source_offset, source_range
+from .data import as_source, plan_ranks, slab_bounds, source_offset, source_range
 from .engine import RankSpec, run_rank
+from .placement import BUFFER_BYTES, place_slabs
 from .progress import watch
 
 METHODS = tuple(SPLIT_AXIS)
@@ -33,10 +34,12 @@ LOST_GRACE = 5.0
 POLL = 0.25
 #: seconds between the client's looks at the ranks' futures (local state)
 TICK = 0.005
-#: method="auto" solves on one rank where the matrix takes at most this share of a worker's
-#: memory (its GPU's on a GPU worker): the single-device pipeline there needs the matrix, a
-#: converted copy while the slab is prepared, and O(n) state
-ONE_RANK_MEMORY_SHARE = 0.4
+#: method="auto" solves on one rank where the matrix and placement's pieces on their way
+#: (``placement.BUFFER_BYTES``) take at most this share of what the worker has: on a GPU worker
+#: of its GPU's free memory (CuPy's cached blocks included; the rest holds the solver's state:
+#: vectors of n, the zero-slack graph), on a CPU worker of its memory limit (or of the host's
+#: memory), below distributed's thresholds for spilling (60%) and pausing (80%)
+ONE_RANK_MEMORY_SHARE = {"gpu": 0.85, "cpu": 0.5}
 
 
 class WorkerLostError(RuntimeError):
@@ -93,8 +96,9 @@ def solve(
         variant with columns split (section 5; see :mod:`dlap.distributed.engine`), or the
         hybrid (:mod:`dlap.hungarian.hybrid`: classical, then tree) or the ε-scaling engine
         (:mod:`dlap.hungarian.scaling`, square matrices only) on column slabs. ``"auto"``:
-        where the matrix fits one worker (``ONE_RANK_MEMORY_SHARE`` of its memory, or of its
-        GPU's), the whole solve runs on one rank with exactly what ``dlap.solve(method="auto")``
+        where the matrix fits one worker (``ONE_RANK_MEMORY_SHARE`` of its GPU's free memory,
+        or of its memory limit; placement fills the slab piece by piece, so the worker never
+        holds the matrix twice), the whole solve runs on one rank with exactly what ``dlap.solve(method="auto")``
         runs there, ε-scaling included: more ranks have been slower than one in every
         measurement so far (README, "Dask"). ``stats.phase_counts["ranks"]`` is then 1 and
         ``["ranks_offered"]`` the workers it could have used. Except where the data lies: on GPU
@@ -188,7 +192,8 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         lock.acquire()  # two solves never share a worker (each rank task holds its worker's comm)
         offset = source_offset(client, source, maximize)
         running = slabs = place_slabs(client, source, plan, axis=axis, bounds=bounds, transposed=transposed,
-                                      maximize=maximize, gpu=gpu, solve_id=solve_id, offset=offset)
+                                      maximize=maximize, gpu=gpu, solve_id=solve_id, offset=offset,
+                                      wait=lambda futures, owners: _wait(client, futures, workers, abort, owners))
         _wait(client, slabs, workers, abort)  # bad input fails here, before any rank joins a comm
         placed = time.perf_counter()
         comm = _comm_spec(client, workers, gpu and n_ranks > 1)
@@ -242,7 +247,8 @@ def _auto_method(client, source, shape, candidates, device, maximize) -> tuple[s
     gpu = device == "gpu" or (device == "auto" and all(g for g, _ in seen.values()))
     capacity = min(gpu_bytes if gpu else host_bytes for _, (gpu_bytes, host_bytes) in seen.values())
     matrix_bytes = shape[0] * shape[1] * working_dtype(source.dtype, maximize).itemsize
-    if matrix_bytes <= ONE_RANK_MEMORY_SHARE * capacity:
+    held = matrix_bytes + min(matrix_bytes, BUFFER_BYTES)  # the slab, and the pieces on their way to it
+    if held <= ONE_RANK_MEMORY_SHARE["gpu" if gpu else "cpu"] * capacity:
         return "auto", gpu
     if source.dtype.kind not in "biu":
         return "tree", gpu
@@ -287,15 +293,15 @@ def _nthreads(client, workers) -> int:
 
 
 def _worker_capacity(dask_worker=None) -> tuple[bool, tuple[int, int]]:
-    """Whether this worker sees a GPU, and (its GPU's memory, its own memory limit or, without
-    one, the host's memory) in bytes."""
+    """Whether this worker sees a GPU, and (its GPU's free memory, CuPy's cached blocks
+    included; its own memory limit or, without one, the host's memory) in bytes."""
     import psutil
 
     gpu_bytes = 0
     if _gpu_worker() is not None:
-        import cupy
+        from ..backends.gpu import free_device_memory
 
-        gpu_bytes = int(cupy.cuda.runtime.memGetInfo()[1])
+        gpu_bytes = free_device_memory()
     host_bytes = int(getattr(dask_worker.memory_manager, "memory_limit", 0) or psutil.virtual_memory().total)
     return gpu_bytes > 0, (gpu_bytes, host_bytes)
 
@@ -356,10 +362,10 @@ def _comm_spec(client, workers, nccl: bool) -> tuple:
     return ("nccl", client.run(nccl_unique_id, workers=[workers[0]])[workers[0]], tuple(workers))
 
 
-def _wait(client, futures, workers, abort) -> None:
-    """Wait for every task (one per rank). When one fails, is cancelled or its worker leaves, set
-    the abort event (every rank's watchdog aborts its communicator), wait for the ranks to stop,
-    and raise the first cause.
+def _wait(client, futures, workers, abort, owners=None) -> None:
+    """Wait for every task (one per rank, or placement's, which run on ``owners``). When one
+    fails, is cancelled or a rank's worker leaves, set the abort event (every rank's watchdog
+    aborts its communicator), wait for the ranks to stop, and raise the first cause.
 
     The futures' states are read locally every TICK; the scheduler is asked about the workers
     every POLL. (Not ``distributed.wait``: it waits through the process's default client, which
@@ -384,10 +390,10 @@ def _wait(client, futures, workers, abort) -> None:
             failure = _worker_lost(client, workers)
             next_check = time.perf_counter() + POLL
         time.sleep(TICK)
-    _stop_ranks(client, futures, workers, abort, failure)
+    _stop_ranks(client, futures, workers, abort, failure, owners)
 
 
-def _stop_ranks(client, futures, workers, abort, failure=None) -> None:
+def _stop_ranks(client, futures, workers, abort, failure=None, owners=None) -> None:
     """Set the abort event (every rank's watchdog aborts its communicator), wait for the ranks
     whose workers are alive to stop, cancel every task, and raise the first real cause of
     ``failure`` (None: the caller was interrupted, and re-raises that itself)."""
@@ -395,7 +401,7 @@ def _stop_ranks(client, futures, workers, abort, failure=None) -> None:
     deadline, next_check, waited = time.perf_counter() + ABORT_GRACE, 0.0, futures
     while time.perf_counter() < deadline and not all(f.done() for f in waited):
         if time.perf_counter() >= next_check:  # the scheduler is asked every POLL, the futures every TICK
-            waited, next_check = _alive(client, futures, workers), time.perf_counter() + POLL
+            waited, next_check = _alive(client, futures, owners or workers), time.perf_counter() + POLL
         time.sleep(TICK)  # a rank still blocked after the grace is cancelled below
     if isinstance(failure, OSError):
         # a rank that could not reach a peer usually raced the scheduler's notice of that peer's
@@ -423,11 +429,11 @@ def _echo_level(error: BaseException) -> int:
     return 2 if isinstance(error, CommAborted) else 1 if isinstance(error, ConnectionError) else 0
 
 
-def _alive(client, futures, workers) -> list:
-    """The futures of the ranks whose workers the scheduler still lists: a dead worker's task
+def _alive(client, futures, owners) -> list:
+    """The futures whose workers (``owners``) the scheduler still lists: a dead worker's task
     never finishes (it is pinned there), so waiting for it would wait out the whole grace."""
     alive = set(worker_addresses(client))
-    return [f for f, w in zip(futures, workers, strict=True) if w in alive]
+    return [f for f, w in zip(futures, owners, strict=True) if w in alive]
 
 
 def _worker_lost(client, workers) -> WorkerLostError | None:

@@ -1,0 +1,330 @@
+"""Placement: each rank's slab in its worker's memory, filled piece by piece, never through the client.
+
+Rank r's slab is the region ``bounds[r]:bounds[r+1]`` of the caller's matrix along the split axis
+(rows for the classical variant, columns for the others: section 5 of Date & Nagi), in the
+solved form (:func:`dlap.distributed.engine.prepare_slab`). Its pieces come from where the
+matrix is:
+
+- a Zarr array: bands of whole Zarr chunk rows, each read by a task on rank r's worker (into GPU
+  memory through Zarr's GPU buffers on a GPU worker);
+- a dask array the caller has persisted: each chunk's share, cut in bands on the worker that
+  holds the chunk (``dlap-cut``), so only that share crosses the network (over NVLink with
+  ``protocol="ucx"``); the ranks go to the workers that hold most of their slabs
+  (:func:`~.data.plan_ranks`);
+- any other dask array (e.g. :func:`dlap.generate.geometric_dask`): its chunks, each computed by
+  tasks pinned to rank r's worker, so that it is generated or read where it will live.
+
+A slab of one piece is that piece in the solved form (``dlap-slab``: no copy where the piece is
+in that form already, so a generated chunk per rank is the slab). A slab of several pieces is
+allocated once (``dlap-open-slab``) and each piece is written into it as it arrives
+(``dlap-write-slab``), with at most :data:`BUFFER_BYTES` of pieces on the way per rank (or one
+piece, if larger; the pieces just written are released a moment after the next ones are asked
+for, so a worker may hold up to twice that briefly): the worker holds the slab and a few
+pieces, never the slab twice, so a 90 GB matrix in 6 GB chunks fills one 141 GB H200. The
+client paces the pieces.
+
+The slab being filled is held by the :class:`SlabsFilling` worker plugin, not by Dask's data
+store: the writes change it in place, which a key's value must never be (the worker could spill
+it, and a write would fill the copy left behind). The plugin drops it when the key of the task
+that opened it is released, so a solve that fails, or whose client dies, leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from ..problem import working_dtype
+from .data import RankPlan, Source, chunk_edges
+from .engine import prepare_slab
+
+#: bytes of a band read from Zarr or cut from a held chunk (a generated chunk is one piece,
+#: whatever its size: it is made whole)
+PIECE_BYTES = 256 * 2**20
+#: bytes of pieces on their way to one rank's slab at a time (at least one piece)
+BUFFER_BYTES = 2**30
+
+
+@dataclass(frozen=True)
+class SlabForm:
+    """The solved form of a rank's slab (:func:`~dlap.distributed.engine.prepare_slab`), and
+    where it lives."""
+
+    gpu: bool
+    maximize: bool
+    transposed: bool
+    dtype: np.dtype
+    offset: int
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A part of a rank's slab: ``make()`` submits the task that produces it, ``local`` is the
+    part of that task's result that is the piece (None: all of it), ``region`` is where the
+    piece lies in the caller's matrix, ``nbytes`` what the task's result holds."""
+
+    make: Callable
+    region: tuple[slice, slice]
+    nbytes: int
+    local: tuple[slice, slice] | None = None
+
+
+class SlabsFilling(WorkerPlugin):
+    """Worker plugin: the slabs being filled on this worker, by the key of the task that opened
+    each; a slab is dropped when that key is released (see the module docstring)."""
+
+    name = "dlap-slabs-filling"
+    idempotent = True
+
+    def setup(self, worker) -> None:
+        self.slabs = {}
+
+    def transition(self, key, start, finish, **kwargs) -> None:
+        if finish in ("released", "forgotten"):
+            self.slabs.pop(key, None)
+
+
+def _filling() -> dict:
+    from distributed import get_worker
+
+    return get_worker().plugins[SlabsFilling.name].slabs
+
+
+def open_slab(shape: tuple[int, int], form: SlabForm) -> object:
+    """Task: allocate a slab to fill (refused with the sizes where the GPU cannot hold it);
+    returns this task's key, which the writes find it by."""
+    from distributed import get_worker
+
+    if form.gpu:
+        import cupy
+
+        from ..backends.gpu import require_device_memory
+
+        nbytes = shape[0] * shape[1] * np.dtype(form.dtype).itemsize
+        require_device_memory(nbytes, f"a {shape[0]} x {shape[1]} {np.dtype(form.dtype)} slab")
+        slab = cupy.empty(shape, dtype=form.dtype)
+    else:
+        slab = np.empty(shape, dtype=form.dtype)
+    key = get_worker().get_current_task()
+    _filling()[key] = slab
+    return key
+
+
+def write_piece(opened, block, local, dest: tuple[slice, slice], form: SlabForm) -> None:
+    """Task: one piece, in the solved form, written into the slab ``opened`` (its region
+    ``dest`` there)."""
+    _filling()[opened][dest] = make_slab(block, form, local)
+
+
+def close_slab(opened):
+    """Task: the filled slab, handed to Dask's data store as this task's result."""
+    return _filling().pop(opened)
+
+
+def make_slab(block, form: SlabForm, local=None):
+    """Task: ``block[local]`` on the worker's GPU when the solve runs on GPUs (a NumPy chunk is
+    copied there), in host memory when it runs on CPUs (a CuPy chunk is copied here), in the
+    solved form."""
+    if local is not None:
+        block = block[local]
+    if form.gpu and isinstance(block, np.ndarray):
+        import cupy
+
+        block = cupy.asarray(block)
+    elif not form.gpu and not isinstance(block, np.ndarray):
+        block = block.get()
+    return prepare_slab(block, form.maximize, form.transposed, form.dtype, form.offset)
+
+
+def cut(chunk, region: tuple[slice, slice]):
+    """Task: a held chunk's share of one rank's slab, cut on the worker that holds it."""
+    return chunk[region]
+
+
+def read_zarr_region(array, region: tuple[slice, slice], gpu: bool):
+    """Task: read one region of a Zarr array, into GPU memory on a GPU worker."""
+    if not gpu:
+        return array[region]
+    import cupy
+    import zarr
+
+    with zarr.config.enable_gpu():
+        block = array[region]
+    return block if isinstance(block, cupy.ndarray) else cupy.asarray(block)
+
+
+def _bands(lo: int, hi: int, step: int) -> list[tuple[int, int]]:
+    """``lo:hi`` cut at the multiples of ``step``."""
+    edges = [lo, *range((lo // step + 1) * step, hi, step), hi]
+    return list(zip(edges[:-1], edges[1:], strict=True))
+
+
+def _rows_per_piece(n_cols: int, itemsize: int, multiple: int = 1) -> int:
+    """Rows of a band of at most PIECE_BYTES (at least ``multiple``), a multiple of ``multiple``."""
+    return max(1, PIECE_BYTES // max(1, n_cols * itemsize * multiple)) * multiple
+
+
+def zarr_pieces(client, source: Source, region, gpu: bool, pin: dict, name: str) -> list[Piece]:
+    """Bands of whole Zarr chunk rows of ``region``, each read on the rank's worker."""
+    (r0, r1), (c0, c1) = region
+    itemsize = source.dtype.itemsize
+    step = _rows_per_piece(c1 - c0, itemsize, int(source.array.chunks[0]))
+    pieces = []
+    for k, (a, b) in enumerate(_bands(r0, r1, step)):
+        band = (slice(a, b), slice(c0, c1))
+        make = _submitter(client, read_zarr_region, source.array, band, gpu, key=f"{name}-{k}", **pin)
+        pieces.append(Piece(make, band, (b - a) * (c1 - c0) * itemsize))
+    return pieces
+
+
+def held_pieces(client, source: Source, holders: dict, region, name: str) -> list[Piece]:
+    """Each held chunk's share of ``region``, in bands, cut on the worker that holds the chunk.
+    The tasks' keys are this solve's own: keys derived from the caller's collection (dask's
+    ``getitem-...``) could meet an earlier task of the same key and inherit its worker
+    restrictions. A cut is pinned to its holder (left free, the scheduler moves a whole chunk to
+    an idle worker rather than wait for a busy holder)."""
+    from distributed import Future
+
+    edges, itemsize = chunk_edges(source), source.dtype.itemsize
+    pieces = []
+    for (i, j), (rows, cols) in _chunks_within(source, region):
+        chunk = Future((source.array.name, i, j), client)
+        pin = {"workers": [holders[(i, j)]], "allow_other_workers": False}
+        for a, b in _bands(rows[0], rows[1], _rows_per_piece(cols[1] - cols[0], itemsize)):
+            local = (slice(a - edges[0][i], b - edges[0][i]), slice(cols[0] - edges[1][j], cols[1] - edges[1][j]))
+            make = _submitter(client, cut, chunk, local, key=f"{name}-{i}-{j}-{a}", **pin)
+            pieces.append(Piece(make, (slice(a, b), slice(*cols)), (b - a) * (cols[1] - cols[0]) * itemsize))
+    return pieces
+
+
+def chunk_pieces(client, source: Source, region, pin: dict) -> list[Piece]:
+    """The chunks ``region`` overlaps, each computed whole on the rank's worker (the piece is
+    its share of the chunk)."""
+    delayed = source.array.to_delayed()
+    edges = chunk_edges(source)
+    pieces = []
+    for (i, j), (rows, cols) in _chunks_within(source, region):
+        shape = (edges[0][i + 1] - edges[0][i], edges[1][j + 1] - edges[1][j])
+        local = (slice(rows[0] - edges[0][i], rows[1] - edges[0][i]), slice(cols[0] - edges[1][j], cols[1] - edges[1][j]))
+        whole = (rows[1] - rows[0], cols[1] - cols[0]) == shape
+        make = functools.partial(client.compute, delayed[i, j], **pin)
+        pieces.append(Piece(make, (slice(*rows), slice(*cols)), shape[0] * shape[1] * source.dtype.itemsize,
+                            None if whole else local))
+    return pieces
+
+
+def _chunks_within(source: Source, region):
+    """``((i, j), ((row lo, row hi), (col lo, col hi)))`` for each chunk that overlaps
+    ``region``, with the overlap in the caller's coordinates."""
+    (r0, r1), (c0, c1) = region
+    edges = chunk_edges(source)
+    for i in range(len(edges[0]) - 1):
+        rows = (max(r0, edges[0][i]), min(r1, edges[0][i + 1]))
+        if rows[0] >= rows[1]:
+            continue
+        for j in range(len(edges[1]) - 1):
+            cols = (max(c0, edges[1][j]), min(c1, edges[1][j + 1]))
+            if cols[0] < cols[1]:
+                yield (i, j), (tuple(int(x) for x in rows), tuple(int(x) for x in cols))
+
+
+def _submitter(client, function, *args, **kwargs) -> Callable:
+    """``make`` for a piece: submits the task ``function(*args)`` when called."""
+    return functools.partial(client.submit, function, *args, **kwargs)
+
+
+class SlabFill:
+    """One rank's slab of several pieces, being filled: opened on its worker, its pieces
+    submitted while their bytes on the way allow, each written as it arrives, closed into a
+    future of the slab."""
+
+    def __init__(self, client, pieces: list[Piece], origin: tuple[int, int], shape, form: SlabForm, pin: dict,
+                 name: str):
+        self.client, self.origin, self.form, self.pin, self.name = client, origin, form, pin, name
+        self.queue = collections.deque(enumerate(pieces))
+        self.flying = collections.deque()  # (the write's future, the piece's, its bytes), oldest first
+        self.opened = client.submit(open_slab, shape, form, key=f"dlap-open-slab-{name}", **pin)
+
+    def top_up(self) -> None:
+        """Submit the next pieces and their writes while the pieces on the way stay within
+        BUFFER_BYTES (at least one)."""
+        while self.queue and (not self.flying or self.on_the_way() + self.queue[0][1].nbytes <= BUFFER_BYTES):
+            k, piece = self.queue.popleft()
+            rows, cols = piece.region
+            dest = (slice(rows.start - self.origin[0], rows.stop - self.origin[0]),
+                    slice(cols.start - self.origin[1], cols.stop - self.origin[1]))
+            block = piece.make()
+            written = self.client.submit(write_piece, self.opened, block, piece.local,
+                                         dest[::-1] if self.form.transposed else dest, self.form,
+                                         key=f"dlap-write-slab-{self.name}-{k}", **self.pin)
+            self.flying.append((written, block, piece.nbytes))
+
+    def on_the_way(self) -> int:
+        return sum(nbytes for *_, nbytes in self.flying)
+
+    def land(self) -> None:
+        """Let go of the pieces written (their tasks are released)."""
+        while self.flying and self.flying[0][0].status == "finished":
+            self.flying.popleft()
+
+    def futures(self) -> list:
+        """Every task of the fill still held here."""
+        return [self.opened, *(f for written, block, _ in self.flying for f in (written, block))]
+
+    def close(self):
+        return self.client.submit(close_slab, self.opened, key=f"dlap-slab-{self.name}", **self.pin)
+
+
+def fill(fills: list[SlabFill], wait: Callable) -> None:
+    """Write every fill's pieces, the ranks side by side; ``wait(futures, workers)`` waits for
+    tasks (running on ``workers``) and raises the first failure."""
+    for f in fills:
+        f.top_up()
+    while any(f.flying for f in fills):
+        waiting = [f for f in fills if f.flying]
+        wait([f.flying[0][0] for f in waiting], [f.pin["workers"][0] for f in waiting])
+        for f in fills:
+            f.land()
+            f.top_up()
+
+
+def place_slabs(client, source: Source, plan: RankPlan, *, axis: int, bounds, transposed: bool, maximize: bool,
+                gpu: bool, solve_id: str, offset: int, wait: Callable) -> list:
+    """One future per rank: its slab in the solved form, on its worker (module docstring);
+    ``wait(futures, workers)`` waits for tasks (running on ``workers``) and raises the first
+    failure (a rank's worker lost, bad input)."""
+    form = SlabForm(gpu, maximize, transposed, working_dtype(source.dtype, maximize), offset)
+    slabs, fills = [], []
+    for rank, worker in enumerate(plan.workers):
+        lo, hi = bounds[rank], bounds[rank + 1]
+        region = ((lo, hi), (0, source.shape[1])) if axis == 0 else ((0, source.shape[0]), (lo, hi))
+        pin = {"workers": [worker], "allow_other_workers": False}
+        name = f"{solve_id}-{rank}"
+        if source.is_zarr:
+            pieces = zarr_pieces(client, source, region, gpu, pin, f"dlap-read-zarr-{name}")
+        elif plan.holders is not None:
+            pieces = held_pieces(client, source, plan.holders, region, f"dlap-cut-{name}")
+        else:
+            pieces = chunk_pieces(client, source, region, pin)
+        if len(pieces) == 1:
+            slabs.append(client.submit(make_slab, pieces[0].make(), form, pieces[0].local, key=f"dlap-slab-{name}", **pin))
+            continue
+        if not fills:
+            client.register_plugin(SlabsFilling(), name=SlabsFilling.name)
+        shape = (region[0][1] - region[0][0], region[1][1] - region[1][0])
+        fills.append(SlabFill(client, pieces, (region[0][0], region[1][0]), shape[::-1] if transposed else shape,
+                              form, pin, name))
+        slabs.append(fills[-1])
+    try:
+        fill(fills, wait)
+    except BaseException:
+        # the caller may keep the error (a notebook keeps the last one), and with it these
+        # futures: the slabs are freed now
+        client.cancel([f for s in slabs for f in (s.futures() if isinstance(s, SlabFill) else [s])], force=True)
+        raise
+    return [s.close() if isinstance(s, SlabFill) else s for s in slabs]

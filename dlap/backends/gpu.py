@@ -160,14 +160,19 @@ def _search_threads(n_cols: int, limit: int = gk.PERSISTENT_BLOCK) -> int:
     return min(limit, max(32, -(-n_cols // (SCAN_BATCH * 32)) * 32))
 
 
+def _search_cluster(n_cols: int) -> int:
+    """Blocks of the cluster that scans a row (a search's, the greedy start's): SCALING_CLUSTER,
+    or the largest whose blocks keep SCALING_BLOCK_COLUMNS columns or more."""
+    sizes = gk.cluster_sizes("scaling_phase")
+    return SCALING_CLUSTER or max(c for c in sizes if c == 1 or n_cols // c >= SCALING_BLOCK_COLUMNS)
+
+
 def _search_kernel(n_cols: int, dtype, device_id: int):
     """(scaling_phase kernel, blocks per search cluster, threads per block, shared memory per
-    block): the largest cluster whose blocks keep SCALING_BLOCK_COLUMNS columns or more (or
-    SCALING_CLUSTER), with wide blocks where narrow ones would scan a row in several batches
-    (SCALING_WIDE_BATCHES, or SCALING_WIDE); 33 bytes of shared memory per column, or device
-    memory where a block's slice does not fit in it."""
-    sizes = gk.cluster_sizes("scaling_phase")
-    cluster = SCALING_CLUSTER or max(c for c in sizes if c == 1 or n_cols // c >= SCALING_BLOCK_COLUMNS)
+    block): the cluster of :func:`_search_cluster`, with wide blocks where narrow ones would scan
+    a row in several batches (SCALING_WIDE_BATCHES, or SCALING_WIDE); 33 bytes of shared memory
+    per column, or device memory where a block's slice does not fit in it."""
+    cluster = _search_cluster(n_cols)
     chunk = -(-n_cols // cluster)
     # scaling.cu's search_threads(cluster, wide): 32 warps' slots a cluster, registers for a batch
     narrow = 512 if cluster == 1 else gk.PERSISTENT_BLOCK // cluster
@@ -576,9 +581,11 @@ class GPUBackend(Backend):
         gk.kernel("scaling", "row_regret", dtype)((n_rows,), (gk.BLOCK,), (state.cost, np.int32(n_cols), state.v, regret))
         order = cupy.argsort(-regret)  # stable: ties in row order, as on the CPU
         picked = cupy.empty(n_rows, dtype=np.int32)
-        greedy = gk.kernel("scaling", "greedy_prices", dtype)
-        shared = gk.shared_launch(greedy, GREEDY_SHARED_BYTES_PER_COLUMN * n_cols, state.device_id)
-        greedy((1,), (_search_threads(n_cols),), (
+        cluster = _search_cluster(n_cols)  # a cluster-wide argmin per row, as a search step
+        chunk = -(-n_cols // cluster)
+        greedy = gk.kernel("scaling", "greedy_prices", dtype, cluster)
+        shared = gk.shared_launch(greedy, GREEDY_SHARED_BYTES_PER_COLUMN * chunk, state.device_id)
+        greedy((cluster,), (_search_threads(chunk),), (
             state.cost, np.int32(n_rows), np.int32(n_cols), state.v, order, picked,
             cupy.zeros(n_cols, dtype=np.int32), np.int32(square), np.int32(shared > 0),
         ), shared_mem=shared)

@@ -42,9 +42,9 @@ _TEMPLATES = {
     "bidding": ("bidding_rounds", "row_minima_terms"),
 }
 #: kernels templated on a cluster size too (thread block clusters need compute capability 9.0;
-#: below it only clusters of one block are instantiated), and on whether its blocks are wide
-#: (scaling.cu's WIDE: instantiated for the cluster sizes listed here only)
-_CLUSTER_SIZES = {"scaling_phase": (1, 2, 4, 8)}
+#: below it only clusters of one block are instantiated), and those also templated on whether its
+#: blocks are wide (scaling.cu's WIDE: instantiated for the cluster sizes listed here only)
+_CLUSTER_SIZES = {"scaling_phase": (1, 2, 4, 8), "greedy_prices": (1, 2, 4, 8)}
 _WIDE_CLUSTERS = {"scaling_phase": (8,)}
 #: modules whose kernels are launched cooperatively (CuPy sets this per module)
 _COOPERATIVE = {"forward", "bidding"}
@@ -75,7 +75,7 @@ def build_module(name: str, options: tuple[str, ...] = ()) -> cupy.RawModule:
     """``name``.cu with every instantiation its kernels are launched with, compiled with extra
     nvcc ``options`` (the workflows' ``-D`` variants: a profiled build, an A/B of a constant)."""
     expressions = [
-        f"{k}<{t}>" if c is None else f"{k}<{t}, {c}, {'true' if wide else 'false'}>"
+        f"{k}<{', '.join(_template_args(k, t, c, wide))}>"
         for k in _TEMPLATES[name] for t in _TYPES.values() for c in (cluster_sizes(k) or (None,))
         for wide in (False, True) if not wide or c in _WIDE_CLUSTERS.get(k, ())
     ]
@@ -93,9 +93,19 @@ def _module(name: str) -> cupy.RawModule:
 def kernel(source: str, name: str, dtype=None, cluster: int | None = None, wide: bool = False):
     """The kernel ``name`` of ``source``.cu, instantiated for the cost dtype if it is a template
     (and for a cluster size and block width, for the kernels of ``_CLUSTER_SIZES``)."""
-    args = [] if dtype is None else [_TYPES[np.dtype(dtype)]]
-    args += [] if cluster is None else [str(cluster), "true" if wide else "false"]
+    args = _template_args(name, None if dtype is None else _TYPES[np.dtype(dtype)], cluster, wide)
     return _module(source).get_function(f"{name}<{', '.join(args)}>" if args else name)
+
+
+def _template_args(name: str, type_name: str | None, cluster: int | None, wide: bool) -> list[str]:
+    """The template arguments of kernel ``name``: the cost type, then for the kernels of
+    ``_CLUSTER_SIZES`` the cluster size, and for those of ``_WIDE_CLUSTERS`` whether the blocks are wide."""
+    args = [] if type_name is None else [type_name]
+    if cluster is not None:
+        args.append(str(cluster))
+        if name in _WIDE_CLUSTERS:
+            args.append("true" if wide else "false")
+    return args
 
 
 def blocks(n: int, block: int = BLOCK) -> int:

@@ -3,8 +3,8 @@
 // the CPU's answer bit for bit.
 //
 // Price initialisation: the second-smallest row-reduced cost per column (row bands, then a
-// combine), each row's regret, and the greedy assignment with its price fit (one block: it is
-// sequential by nature, a block-wide argmin per row).
+// combine), each row's regret, and the greedy assignment with its price fit (sequential by
+// nature: one cluster of blocks, as a search, a cluster-wide argmin per row).
 //
 // Phases: every row of a phase is assigned by a single-root Dijkstra search run by one cluster of
 // thread blocks (one block where clusters do not exist): cluster barriers only, no grid barrier, so
@@ -202,58 +202,76 @@ __global__ void row_regret(const T* C, int n_cols, const double* v, double* regr
     if (threadIdx.x == 0) regret[blockIdx.x] = b < DLAP_INF ? b - a : 0.0;
 }
 
-// The greedy assignment by decreasing regret and the price fit of cpu_scaling.greedy_prices, in
-// one block: rows in `order` each take their cheapest untaken column (first index on ties); then,
-// last row first, each row lowers the prices of the columns taken before it that it would rather
-// have (fit != 0). Prices and taken flags live in shared memory when they fit (`in_shared`, 12
-// bytes per column); v_g/taken_g hold them otherwise (taken_g zeros in).
-template <typename T>
-__global__ void __launch_bounds__(SCALE_THREADS, 1)
+// The greedy assignment by decreasing regret and the price fit of cpu_scaling.greedy_prices, by one
+// cluster of CLUSTER blocks (one block where clusters do not exist), each owning a slice of the
+// columns as a search's blocks do. Rows in `order` each take their cheapest untaken column, first
+// index on ties: each block publishes the lexicographic minimum of (reduced cost, column) over its
+// slice, and after one cluster barrier every warp takes the minimum of the blocks' slots, the
+// column one block scanning the whole row would take. Then (fit != 0), last row first, each row
+// lowers the prices of the columns taken before it that it would rather have, each block its own
+// columns, from its own column's price read in the block that owns it: one cluster barrier a row.
+// A block keeps its columns' prices and taken flags in shared memory when they fit (`in_shared`,
+// 12 bytes per column), else at its own columns of v_g / taken_g (taken_g zeros in). A column's
+// entries are read and written by one thread of its block only (the one that visits it,
+// j - lo = threadIdx.x mod blockDim.x), so a row's take needs no block barrier.
+template <typename T, int CLUSTER>
+__global__ void DLAP_CLUSTER_DIMS(CLUSTER) __launch_bounds__(SCALE_THREADS, 1)
 greedy_prices(const T* C, int n_rows, int n_cols, double* v_g, const long long* order, int* picked,
               int* taken_g, int fit, int in_shared) {
     extern __shared__ double shared[];
     __shared__ double sv[32];
     __shared__ unsigned sk[32];
-    double* v = in_shared ? shared : v_g;
-    int* taken = in_shared ? reinterpret_cast<int*>(shared + n_cols) : taken_g;
-    if (in_shared) {
-        for (int j = threadIdx.x; j < n_cols; j += blockDim.x) {
-            v[j] = v_g[j];
-            taken[j] = 0;
+    __shared__ double slot_value[2];
+    __shared__ unsigned slot_key[2];
+    const int rank = CLUSTER > 1 ? static_cast<int>(blockIdx.x) : 0;  // one cluster: block = rank
+    const int chunk = (n_cols + CLUSTER - 1) / CLUSTER;
+    const int lo = min(n_cols, rank * chunk), width = min(n_cols, lo + chunk) - lo;
+    const int lane = threadIdx.x & 31;
+    double* v = in_shared ? shared : v_g + lo;
+    int* taken = in_shared ? reinterpret_cast<int*>(shared + chunk) : taken_g + lo;
+    auto mine = [&](int j) { return j >= lo && j < lo + width && (j - lo) % blockDim.x == threadIdx.x; };
+    if (in_shared)
+        for (int jl = threadIdx.x; jl < width; jl += blockDim.x) {
+            v[jl] = v_g[lo + jl];
+            taken[jl] = 0;
         }
-        __syncthreads();
-    }
     for (int q = 0; q < n_rows; ++q) {
-        const T* row = C + static_cast<size_t>(order[q]) * n_cols;
+        const T* row = C + static_cast<size_t>(order[q]) * n_cols + lo;
         double best = DLAP_INF;
         unsigned key = 0xffffffffu;
-        for_each_entry(row, n_cols, [&](int j, double c) {
-            const double h = c - v[j];
-            if (!taken[j] && h < best) { best = h; key = j; }  // j rises: the thread's first minimum
+        for_each_entry(row, width, [&](int jl, double c) {
+            const double h = c - v[jl];
+            if (!taken[jl] && h < best) { best = h; key = lo + jl; }  // jl rises: the thread's first minimum
         });
         block_argmin_key(best, key, sv, sk);
         if (threadIdx.x == 0) {
-            picked[q] = best < DLAP_INF ? static_cast<int>(key) : -1;
-            if (best < DLAP_INF) taken[key] = 1;
+            slot_value[q & 1] = best;
+            slot_key[q & 1] = key;
         }
-        __syncthreads();
+        cluster_barrier<CLUSTER>();  // the slots are double-buffered: one barrier a row
+        best = lane < CLUSTER ? *cluster_slot<CLUSTER>(slot_value + (q & 1), lane) : DLAP_INF;
+        key = lane < CLUSTER ? *cluster_slot<CLUSTER>(slot_key + (q & 1), lane) : 0xffffffffu;
+        warp_argmin(best, key);
+        if (best < DLAP_INF && mine(static_cast<int>(key))) taken[key - lo] = 1;
+        if (rank == 0 && threadIdx.x == 0) picked[q] = best < DLAP_INF ? static_cast<int>(key) : -1;
     }
-    for (int q = n_rows - 1; q >= 0; --q) {
-        const int jq = picked[q];
+    cluster_barrier<CLUSTER>();  // the last row's pick is in picked for every block
+    for (int q = n_rows - 1; fit && q >= 0; --q) {
+        const int jq = __ldcg(picked + q);  // block 0's, from L2
         if (jq < 0) continue;
-        if (threadIdx.x == 0) taken[jq] = 0;  // the others skip jq; the next step sees it cleared
-        if (fit) {
-            const T* row = C + static_cast<size_t>(order[q]) * n_cols;
-            const double own = widen(row[jq]) - v[jq];
-            for_each_entry(row, n_cols, [&](int j, double c) {
-                const double h = c - v[j];
-                if (j != jq && taken[j] && h < own) v[j] -= own - h;
-            });
-        }
-        __syncthreads();
+        if (mine(jq)) taken[jq - lo] = 0;  // the others skip jq; the next row sees it cleared
+        const int owner = jq / chunk;
+        const double v_q = in_shared ? *cluster_slot<CLUSTER>(shared + (jq - owner * chunk), owner) : __ldcg(v_g + jq);
+        const double own = widen(C[static_cast<size_t>(order[q]) * n_cols + jq]) - v_q;
+        for_each_entry(C + static_cast<size_t>(order[q]) * n_cols + lo, width, [&](int jl, double c) {
+            const double h = c - v[jl];
+            if (lo + jl != jq && taken[jl] && h < own) v[jl] -= own - h;
+        });
+        cluster_barrier<CLUSTER>();  // this row's prices are in place before the next row reads its own
     }
+    cluster_barrier<CLUSTER>();  // no block leaves while another may read its shared memory
     if (in_shared)
-        for (int j = threadIdx.x; j < n_cols; j += blockDim.x) v_g[j] = v[j];
+        for (int jl = threadIdx.x; jl < width; jl += blockDim.x) v_g[lo + jl] = v[jl];
 }
 
 // ------------------------------------------------------------------------ one phase

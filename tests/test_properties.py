@@ -93,3 +93,14 @@ def test_where_scipy_rounds(options):
     by less than the rounding of entries of 32768, so either answer, certified, agrees."""
     cost = np.array([[-32768.0, 1e-12, 1e-12, 1e-12], [1e-12, 32769.0, 32768.0, 32768.0]])
     assert_same_optimum(cost, **options)
+
+
+@pytest.mark.parametrize("options", CONFIGS)
+def test_where_the_duals_cannot_see_the_difference(options):
+    """Found by hypothesis: the optimum is 2e-12, where every dlap method takes 3e-12 (certified,
+    gap 1.8e-13): beside entries of 8193 the duals' ulp is 1.8e-12, so no reduced cost tells 0
+    from 1e-12. Within that resolution of the exact optimum, and certified."""
+    cost = np.array([[8193.0, 0.0, 1e-12, 8193.0], [8193.0, 1e-12, 1e-12, 8193.0], [1e-12, 1e-12, -8192.0, 1e-12]])
+    result = assert_same_optimum(cost, **options)
+    assert result.verify().optimal
+

@@ -162,9 +162,19 @@ def _search_threads(n_cols: int, limit: int = gk.PERSISTENT_BLOCK) -> int:
 
 def _search_cluster(n_cols: int) -> int:
     """Blocks of the cluster that scans a row (a search's, the greedy start's): SCALING_CLUSTER,
-    or the largest whose blocks keep SCALING_BLOCK_COLUMNS columns or more."""
+    or the largest portable one whose blocks keep SCALING_BLOCK_COLUMNS columns or more; a larger
+    one (16 blocks, where the device schedules it) where the portable one's slices do not fit in
+    shared memory: twice the multiprocessors for a step whose blocks then work in device memory,
+    or keep half as many columns in shared memory."""
+    if SCALING_CLUSTER:
+        return SCALING_CLUSTER
     sizes = gk.cluster_sizes("scaling_phase")
-    return SCALING_CLUSTER or max(c for c in sizes if c == 1 or n_cols // c >= SCALING_BLOCK_COLUMNS)
+    cluster = max(c for c in sizes if c <= gk.PORTABLE_CLUSTER and (c == 1 or n_cols // c >= SCALING_BLOCK_COLUMNS))
+    larger = [c for c in sizes if c > gk.PORTABLE_CLUSTER]
+    limit = gk.shared_memory_limit(cupy.cuda.Device().id) - 4096  # as gk.shared_launch
+    if cluster == gk.PORTABLE_CLUSTER and larger and SCALING_SHARED_BYTES_PER_COLUMN * -(-n_cols // cluster) > limit:
+        cluster = max(larger)
+    return cluster
 
 
 def _search_kernel(n_cols: int, dtype, device_id: int):

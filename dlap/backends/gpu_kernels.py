@@ -44,8 +44,12 @@ _TEMPLATES = {
 #: kernels templated on a cluster size too (thread block clusters need compute capability 9.0;
 #: below it only clusters of one block are instantiated), and those also templated on whether its
 #: blocks are wide (scaling.cu's WIDE: instantiated for the cluster sizes listed here only)
-_CLUSTER_SIZES = {"scaling_phase": (1, 2, 4, 8), "greedy_prices": (1, 2, 4, 8)}
-_WIDE_CLUSTERS = {"scaling_phase": (8,)}
+_CLUSTER_SIZES = {"scaling_phase": (1, 2, 4, 8, 16), "greedy_prices": (1, 2, 4, 8, 16)}
+_WIDE_CLUSTERS = {"scaling_phase": (8, 16)}
+#: the largest portable cluster; a larger one (16 blocks on Hopper) needs the kernel's
+#: non-portable attribute and a device that schedules it (``cluster_sizes`` tries one)
+PORTABLE_CLUSTER = 8
+_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 #: modules whose kernels are launched cooperatively (CuPy sets this per module)
 _COOPERATIVE = {"forward", "bidding"}
 #: threads per block of the ordinary kernels, and of the persistent (one block per SM) ones
@@ -64,11 +68,34 @@ def _source(name: str) -> str:
 
 
 def cluster_sizes(name: str, wide: bool = False) -> tuple[int, ...]:
-    """The cluster sizes kernel ``name`` is instantiated for on the current device (``wide``: with
-    wide blocks)."""
-    sizes = _CLUSTER_SIZES.get(name, ())
-    sizes = sizes if int(cupy.cuda.Device().compute_capability) >= 90 else sizes[:1]
+    """The cluster sizes kernel ``name`` is launched with on the current device (``wide``: with
+    wide blocks): those instantiated, the non-portable ones where the device schedules them."""
+    sizes = _instantiated(name)
+    if sizes and sizes[-1] > PORTABLE_CLUSTER and not _schedules(sizes[-1], cupy.cuda.Device().id):
+        sizes = tuple(c for c in sizes if c <= PORTABLE_CLUSTER)
     return tuple(c for c in sizes if c in _WIDE_CLUSTERS.get(name, ())) if wide else sizes
+
+
+def _instantiated(name: str) -> tuple[int, ...]:
+    """The cluster sizes kernel ``name`` is compiled for on the current device: one block below
+    compute capability 9.0, which has no clusters."""
+    sizes = _CLUSTER_SIZES.get(name, ())
+    return sizes if int(cupy.cuda.Device().compute_capability) >= 90 else sizes[:1]
+
+
+@functools.cache
+def _schedules(cluster: int, device_id: int) -> bool:
+    """Whether the device launches a cluster of ``cluster`` blocks (a non-portable size: Hopper's
+    GPCs hold 16 only where enough of their multiprocessors are enabled): a greedy start of no
+    rows, which only passes its cluster barriers, is launched to see."""
+    dummy = cupy.zeros(max(1, cluster), dtype=np.int64)
+    try:
+        kernel("scaling", "greedy_prices", np.int32, cluster)((cluster,), (32,), (
+            dummy, np.int32(0), np.int32(cluster), dummy, dummy, dummy, dummy, np.int32(0), np.int32(0)))
+        cupy.cuda.Device(device_id).synchronize()
+    except (cupy.cuda.driver.CUDADriverError, cupy.cuda.runtime.CUDARuntimeError):
+        return False
+    return True
 
 
 def build_module(name: str, options: tuple[str, ...] = ()) -> cupy.RawModule:
@@ -76,7 +103,7 @@ def build_module(name: str, options: tuple[str, ...] = ()) -> cupy.RawModule:
     nvcc ``options`` (the workflows' ``-D`` variants: a profiled build, an A/B of a constant)."""
     expressions = [
         f"{k}<{', '.join(_template_args(k, t, c, wide))}>"
-        for k in _TEMPLATES[name] for t in _TYPES.values() for c in (cluster_sizes(k) or (None,))
+        for k in _TEMPLATES[name] for t in _TYPES.values() for c in (_instantiated(k) or (None,))
         for wide in (False, True) if not wide or c in _WIDE_CLUSTERS.get(k, ())
     ]
     return cupy.RawModule(
@@ -94,7 +121,10 @@ def kernel(source: str, name: str, dtype=None, cluster: int | None = None, wide:
     """The kernel ``name`` of ``source``.cu, instantiated for the cost dtype if it is a template
     (and for a cluster size and block width, for the kernels of ``_CLUSTER_SIZES``)."""
     args = _template_args(name, None if dtype is None else _TYPES[np.dtype(dtype)], cluster, wide)
-    return _module(source).get_function(f"{name}<{', '.join(args)}>" if args else name)
+    function = _module(source).get_function(f"{name}<{', '.join(args)}>" if args else name)
+    if cluster is not None and cluster > PORTABLE_CLUSTER:
+        cupy.cuda.driver.funcSetAttribute(function.kernel.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+    return function
 
 
 def _template_args(name: str, type_name: str | None, cluster: int | None, wide: bool) -> list[str]:

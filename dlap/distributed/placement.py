@@ -196,8 +196,7 @@ def held_pieces(client, source: Source, holders: dict, region, name: str) -> lis
         chunk = Future((source.array.name, i, j), client)
         pin = {"workers": [holders[(i, j)]], "allow_other_workers": False}
         for a, b in _bands(rows[0], rows[1], _rows_per_piece(cols[1] - cols[0], itemsize)):
-            local = (slice(a - edges[0][i], b - edges[0][i]), slice(cols[0] - edges[1][j], cols[1] - edges[1][j]))
-            make = _submitter(client, cut, chunk, local, key=f"{name}-{i}-{j}-{a}", **pin)
+            make = _submitter(client, cut, chunk, _in_chunk(edges, i, j, (a, b), cols), key=f"{name}-{i}-{j}-{a}", **pin)
             pieces.append(Piece(make, (slice(a, b), slice(*cols)), (b - a) * (cols[1] - cols[0]) * itemsize))
     return pieces
 
@@ -210,11 +209,10 @@ def chunk_pieces(client, source: Source, region, pin: dict) -> list[Piece]:
     pieces = []
     for (i, j), (rows, cols) in _chunks_within(source, region):
         shape = (edges[0][i + 1] - edges[0][i], edges[1][j + 1] - edges[1][j])
-        local = (slice(rows[0] - edges[0][i], rows[1] - edges[0][i]), slice(cols[0] - edges[1][j], cols[1] - edges[1][j]))
         whole = (rows[1] - rows[0], cols[1] - cols[0]) == shape
         make = functools.partial(client.compute, delayed[i, j], **pin)
         pieces.append(Piece(make, (slice(*rows), slice(*cols)), shape[0] * shape[1] * source.dtype.itemsize,
-                            None if whole else local))
+                            None if whole else _in_chunk(edges, i, j, rows, cols)))
     return pieces
 
 
@@ -231,6 +229,11 @@ def _chunks_within(source: Source, region):
             cols = (max(c0, edges[1][j]), min(c1, edges[1][j + 1]))
             if cols[0] < cols[1]:
                 yield (i, j), (tuple(int(x) for x in rows), tuple(int(x) for x in cols))
+
+
+def _in_chunk(edges, i: int, j: int, rows: tuple[int, int], cols: tuple[int, int]) -> tuple[slice, slice]:
+    """The region ``rows`` x ``cols`` of the caller's matrix in chunk (i, j)'s coordinates."""
+    return (slice(rows[0] - edges[0][i], rows[1] - edges[0][i]), slice(cols[0] - edges[1][j], cols[1] - edges[1][j]))
 
 
 def _submitter(client, function, *args, **kwargs) -> Callable:
@@ -265,6 +268,7 @@ class SlabFill:
             self.flying.append((written, block, piece.nbytes))
 
     def on_the_way(self) -> int:
+        """Bytes of the pieces submitted and not yet let go."""
         return sum(nbytes for *_, nbytes in self.flying)
 
     def land(self) -> None:

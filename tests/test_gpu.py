@@ -264,7 +264,7 @@ def force_search_layout(layout: str, monkeypatch) -> None:
 def test_scaling_is_the_cpu_engine_bit_for_bit(family, n, layout, bids, monkeypatch):
     """The GPU runs the CPU's sequence of bids and searches with the CPU's arithmetic: the same
     assignment and the same duals, to the last bit, whether a search runs in one block or a
-    cluster of 2 or 8 (each holding a slice of the columns in shared memory, or in device memory
+    cluster of 2, 8 or 16 (each holding a slice of the columns in shared memory, or in device memory
     for matrices too wide for it), with narrow or wide blocks; and with no bids (every row
     assigned by a search, as the CPU does by default)."""
     from dlap.backends import gpu
@@ -275,7 +275,12 @@ def test_scaling_is_the_cpu_engine_bit_for_bit(family, n, layout, bids, monkeypa
     monkeypatch.setattr(CPUBackend, "parallel_bidding", bids)
     monkeypatch.setattr(gpu.GPUBackend, "parallel_bidding", bids)
     monkeypatch.setattr(CPUBackend, "narrow_copy", Backend.narrow_copy)  # the GPU's ε-phases read the matrix
-    cost = generate.family(family, n, seed=n)
+    assert_scaling_is_the_cpus(family, n, seed=n)
+
+
+def assert_scaling_is_the_cpus(family: str, n: int, seed: int) -> None:
+    """ε-scaling on the GPU and on the CPU: the same assignment, duals and counts, to the last bit."""
+    cost = generate.family(family, n, seed=seed)
     maximize = family in generate.MAXIMIZE
     on_gpu = dlap.solve(cost, method="scaling", device="gpu", maximize=maximize)
     on_cpu = dlap.solve(cost, method="scaling", device="cpu", maximize=maximize)
@@ -292,13 +297,7 @@ def test_wide_search_blocks_are_the_cpu_engine_bit_for_bit(family, layout, cpu_b
     """Wide blocks of several warps each (n = 6000 over 8 blocks: 750 columns, 3 warps a block)
     agree on the same column as the CPU's search at every step: the same answer to the last bit."""
     force_search_layout(layout, monkeypatch)
-    cost = generate.family(family, 6000, seed=2)
-    maximize = family in generate.MAXIMIZE
-    on_gpu = dlap.solve(cost, method="scaling", device="gpu", maximize=maximize)
-    on_cpu = dlap.solve(cost, method="scaling", device="cpu", maximize=maximize)
-    np.testing.assert_array_equal(on_gpu.col_ind, on_cpu.col_ind)
-    np.testing.assert_array_equal(on_gpu.col_duals, on_cpu.col_duals)
-    assert on_gpu.stats.phase_counts == on_cpu.stats.phase_counts
+    assert_scaling_is_the_cpus(family, 6000, seed=2)
 
 
 @pytest.mark.parametrize("family, n", [(f, n) for f in ("geometric", "geometric-benefit", "machol-wien", "geometric-int")

@@ -160,7 +160,7 @@ def _search_threads(n_cols: int, limit: int = gk.PERSISTENT_BLOCK) -> int:
     return min(limit, max(32, -(-n_cols // (SCAN_BATCH * 32)) * 32))
 
 
-def _search_cluster(n_cols: int) -> int:
+def _search_cluster(n_cols: int, device_id: int) -> int:
     """Blocks of the cluster that scans a row (a search's, the greedy start's): SCALING_CLUSTER,
     or the largest portable one whose blocks keep SCALING_BLOCK_COLUMNS columns or more; a larger
     one (16 blocks, where the device schedules it) where the portable one's slices do not fit in
@@ -171,8 +171,8 @@ def _search_cluster(n_cols: int) -> int:
     sizes = gk.cluster_sizes("scaling_phase")
     cluster = max(c for c in sizes if c <= gk.PORTABLE_CLUSTER and (c == 1 or n_cols // c >= SCALING_BLOCK_COLUMNS))
     larger = [c for c in sizes if c > gk.PORTABLE_CLUSTER]
-    limit = gk.shared_memory_limit(cupy.cuda.Device().id) - 4096  # as gk.shared_launch
-    if cluster == gk.PORTABLE_CLUSTER and larger and SCALING_SHARED_BYTES_PER_COLUMN * -(-n_cols // cluster) > limit:
+    if cluster == gk.PORTABLE_CLUSTER and larger and not gk.shared_fits(
+            SCALING_SHARED_BYTES_PER_COLUMN * -(-n_cols // cluster), device_id):
         cluster = max(larger)
     return cluster
 
@@ -182,7 +182,7 @@ def _search_kernel(n_cols: int, dtype, device_id: int):
     block): the cluster of :func:`_search_cluster`, with wide blocks where narrow ones would scan
     a row in several batches (SCALING_WIDE_BATCHES, or SCALING_WIDE); 33 bytes of shared memory
     per column, or device memory where a block's slice does not fit in it."""
-    cluster = _search_cluster(n_cols)
+    cluster = _search_cluster(n_cols, device_id)
     chunk = -(-n_cols // cluster)
     # scaling.cu's search_threads(cluster, wide): 32 warps' slots a cluster, registers for a batch
     narrow = 512 if cluster == 1 else gk.PERSISTENT_BLOCK // cluster
@@ -591,7 +591,7 @@ class GPUBackend(Backend):
         gk.kernel("scaling", "row_regret", dtype)((n_rows,), (gk.BLOCK,), (state.cost, np.int32(n_cols), state.v, regret))
         order = cupy.argsort(-regret)  # stable: ties in row order, as on the CPU
         picked = cupy.empty(n_rows, dtype=np.int32)
-        cluster = _search_cluster(n_cols)  # a cluster-wide argmin per row, as a search step
+        cluster = _search_cluster(n_cols, state.device_id)  # a cluster-wide argmin per row, as a search step
         chunk = -(-n_cols // cluster)
         greedy = gk.kernel("scaling", "greedy_prices", dtype, cluster)
         shared = gk.shared_launch(greedy, GREEDY_SHARED_BYTES_PER_COLUMN * chunk, state.device_id)

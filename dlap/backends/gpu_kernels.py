@@ -154,11 +154,17 @@ def shared_memory_limit(device_id: int) -> int:
     return cupy.cuda.runtime.getDeviceProperties(device_id)["sharedMemPerBlockOptin"]
 
 
+def shared_fits(nbytes: int, device_id: int) -> bool:
+    """Whether one block can have ``nbytes`` of dynamic shared memory, beside room for the
+    kernels' static shared memory."""
+    return nbytes <= shared_memory_limit(device_id) - 4096
+
+
 def shared_launch(kernel, nbytes: int, device_id: int) -> int:
     """The dynamic shared memory to launch ``kernel`` with: ``nbytes`` where one block can have
     them (raising the kernel's limit past the default 48 KB), else 0 (the kernel then works in
     device memory)."""
-    if nbytes > shared_memory_limit(device_id) - 4096:  # leave room for the kernels' static shared memory
+    if not shared_fits(nbytes, device_id):
         return 0
     if nbytes > kernel.max_dynamic_shared_size_bytes:
         kernel.max_dynamic_shared_size_bytes = nbytes

@@ -262,8 +262,9 @@ greedy_prices(const T* C, int n_rows, int n_cols, double* v_g, const long long* 
         if (mine(jq)) taken[jq - lo] = 0;  // the others skip jq; the next row sees it cleared
         const int owner = jq / chunk;
         const double v_q = in_shared ? *cluster_slot<CLUSTER>(shared + (jq - owner * chunk), owner) : __ldcg(v_g + jq);
-        const double own = widen(C[static_cast<size_t>(order[q]) * n_cols + jq]) - v_q;
-        for_each_entry(C + static_cast<size_t>(order[q]) * n_cols + lo, width, [&](int jl, double c) {
+        const T* row = C + static_cast<size_t>(order[q]) * n_cols;
+        const double own = widen(row[jq]) - v_q;
+        for_each_entry(row + lo, width, [&](int jl, double c) {
             const double h = c - v[jl];
             if (lo + jl != jq && taken[jl] && h < own) v[jl] -= own - h;
         });

@@ -287,6 +287,9 @@ def test_a_zero_slack_graph_that_loses_edges_ends_in_an_error_not_a_hang():
             state.row_ptr[:] = 0  # every row's edges gone
             return 0
 
+        def recompress(self, state, theta):  # and after each dual update
+            return self.compress(state)
+
     cost = dlap.generate.uniform(40, 10.0, seed=3)
     backend = LosesEdges()
     with pytest.raises(RuntimeError, match="internal error: 41 dual updates"):

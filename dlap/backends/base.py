@@ -26,6 +26,37 @@ ARR_MIN_PROGRESS = 0.02
 #: zero-slack tolerance factor for float costs in the classical variant: a few ulps of
 #: |c| + |u| + |v|, a bound on the rounding error of c - u - v (no fixed epsilon)
 FLOAT_TOL_SCALE = 8 * np.finfo(np.float64).eps
+#: how the compression (section 3.3) makes a row's zero-slack edges: keep those of the row's
+#: previous edges whose column is uncovered, keep all its previous edges, or scan the row of the
+#: matrix (the kernels' mirror: cpu_kernels.py, cuda/classical.cu)
+KEEP_UNCOVERED, KEEP_ROW, SCAN_ROW = 0, 1, 2
+
+
+def compression_plan(xp, state: HungarianState, theta: float):
+    """How the compression after the dual update by ``theta`` makes each row's edges (int8 array
+    of :data:`SCAN_ROW` and the others), from the forest that update left (section 4.4).
+
+    Algorithm 8 changes the slack of two kinds of entry only: a row outside the forest loses
+    ``theta`` on its edges to covered columns (they are no longer tight), and a forest row gains
+    it on its uncovered columns (those at slack ``theta`` become tight). A forest row's previous
+    edges all reach covered columns (the fruitless BFS covered every column they reach), so they
+    stay; a row outside the forest keeps its edges to uncovered columns. Only the forest rows
+    whose smallest uncovered slack, less twice its tolerance (``forest_low``, left by
+    ``classical_theta``), is within ``theta`` (and its tolerance) are scanned again: exactly the
+    rows at slack ``theta`` for integer costs; for float costs, every row where the zero-slack
+    test (a few ulps) can pass after the shift. One read of those rows instead of the matrix."""
+    how = xp.full(state.n_rows, KEEP_UNCOVERED, dtype=np.int8)
+    n_q = state.n_forest_rows
+    if n_q:  # (a Dask rank's slab may hold none of the forest's rows)
+        within = state.forest_low[:n_q] <= rescan_bound(theta, state.tol_scale)
+        how[state.rows_q[:n_q]] = xp.where(within, SCAN_ROW, KEEP_ROW).astype(np.int8)
+    return how
+
+
+def rescan_bound(theta: float, tol_scale: float) -> float:
+    """:func:`compression_plan`'s test: a forest row is scanned again where its ``forest_low``
+    is at most this (theta itself for integer costs; theta > 0 after a fruitless search)."""
+    return theta * (1 + 2 * tol_scale)
 
 
 def install_assignment(state: HungarianState, rows, cols) -> None:
@@ -127,13 +158,21 @@ class Backend(ABC):
         """Section 3.3: the zero-slack edges as CSR; returns their number."""
 
     @abstractmethod
+    def recompress(self, state: HungarianState, theta: float) -> int:
+        """Section 3.3 after the dual update by ``theta`` (:meth:`classical_shift`): the CSR
+        made from the previous one as :func:`compression_plan` says, the same edges as
+        :meth:`compress` would find (to the zero-slack test's rounding for float costs); returns
+        their number."""
+
+    @abstractmethod
     def classical_forward_pass(self, state: HungarianState) -> int:
         """Section 4.3.1, classical: BFS over the CSR from all free rows; returns reverse columns."""
 
     @abstractmethod
     def classical_theta(self, state: HungarianState) -> float:
         """Section 4.4, Algorithm 7: theta = min slack over the forest rows
-        ``rows_q[:n_forest_rows]`` x the uncovered columns (inf: no finite edge leaves them)."""
+        ``rows_q[:n_forest_rows]`` x the uncovered columns (inf: no finite edge leaves them).
+        Leaves each forest row's ``forest_low`` for :meth:`recompress`."""
 
     @abstractmethod
     def classical_shift(self, state: HungarianState, theta: float) -> None:

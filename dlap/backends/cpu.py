@@ -10,7 +10,7 @@ from ..hungarian.state import HungarianState
 from ..problem import Problem
 from . import cpu_kernels as k
 from . import cpu_scaling as ks
-from .base import FLOAT_TOL_SCALE, Backend, bidding_loop, install_assignment
+from .base import FLOAT_TOL_SCALE, SCAN_ROW, Backend, bidding_loop, compression_plan, install_assignment
 
 
 def available_memory() -> int:
@@ -25,6 +25,8 @@ def available_memory() -> int:
     return 0
 
 
+#: the previous CSR of a first compression, which scans every row and reads none
+_NO_EDGES = np.zeros(1, dtype=np.int64)
 #: augmenting row reduction: passes (as JV) and row visits per pass, in multiples of n
 ARR_PASSES = 2
 ARR_BUDGET_PER_ROW = 4
@@ -99,9 +101,21 @@ class CPUBackend(Backend):
         return state.n_free
 
     def compress(self, state):
-        state.row_ptr = np.empty(state.n_rows + 1, dtype=np.int64)
-        state.col_idx = k.compress(state.cost, state.u, state.v, state.tol_scale, state.row_ptr)
-        return int(state.row_ptr[-1])
+        return self._compress(state, np.full(state.n_rows, SCAN_ROW, dtype=np.int8))
+
+    def recompress(self, state, theta):
+        return self._compress(state, compression_plan(np, state, theta))
+
+    @staticmethod
+    def _compress(state, how) -> int:
+        """The CSR with each row's edges made as ``how`` says (the previous CSR: only read for
+        rows it does not scan)."""
+        old_ptr, old_idx = (state.row_ptr, state.col_idx) if state.row_ptr is not None else (_NO_EDGES, _NO_EDGES)
+        row_ptr = np.empty(state.n_rows + 1, dtype=np.int64)
+        state.col_idx = k.compress(state.cost, state.u, state.v, state.tol_scale, how, old_ptr, old_idx,
+                                   state.col_seen, row_ptr)
+        state.row_ptr = row_ptr
+        return int(row_ptr[-1])
 
     def classical_forward_pass(self, state):
         state.n_reverse, state.n_forest_rows = k.classical_forward_pass(
@@ -112,7 +126,10 @@ class CPUBackend(Backend):
         return state.n_reverse
 
     def classical_theta(self, state):
-        return k.classical_theta(state.cost, state.u, state.v, state.rows_q, state.n_forest_rows, state.col_seen)
+        if state.forest_low is None:
+            state.forest_low = np.empty(state.n_rows)
+        return k.classical_theta(state.cost, state.u, state.v, state.rows_q, state.n_forest_rows, state.col_seen,
+                                 state.tol_scale, state.forest_low)
 
     def classical_shift(self, state, theta):
         k.classical_shift(state.u, state.v, state.rows_q, state.n_forest_rows, state.col_seen, theta)

@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
+from .base import KEEP_ROW, SCAN_ROW
 
 INF = np.inf
 _COLUMN_BLOCK = 256  # columns per task in column-wise reductions (row-major friendly)
@@ -81,6 +82,13 @@ def row_duals_from_columns(C, v, u):
         u[i] = low
 
 
+@njit(cache=True, nogil=True, inline="always")
+def zero_slack(c, ui, vj, tol_scale):
+    """The zero-slack test of the module docstring (exact for integer costs: ``tol_scale = 0``)."""
+    slack = c - ui - vj
+    return slack < INF and slack <= tol_scale * (abs(c) + abs(ui) + abs(vj))
+
+
 @njit(cache=True, nogil=True)
 def initial_assignment(C, u, v, row_match, col_match, tol_scale):
     """Greedy matching on zero-slack edges after the initial reduction; returns how many."""
@@ -91,10 +99,7 @@ def initial_assignment(C, u, v, row_match, col_match, tol_scale):
         for j in range(n_cols):
             if col_match[j] >= 0:
                 continue
-            c = np.float64(C[i, j])
-            vj = v[j]
-            slack = c - ui - vj
-            if slack < INF and slack <= tol_scale * (abs(c) + abs(ui) + abs(vj)):
+            if zero_slack(np.float64(C[i, j]), ui, v[j], tol_scale):
                 row_match[i] = j
                 col_match[j] = i
                 count += 1
@@ -240,38 +245,46 @@ def optimality_check(row_match, free_rows):
 # --------------------------------------------------------------------------------------------
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _row_edges(C, u, v, tol_scale, i, how, old_ptr, old_idx, col_seen, out, k, write):
+    """Row ``i``'s zero-slack columns, made as ``how`` says (:data:`~dlap.backends.base.SCAN_ROW`
+    and the others), counted from ``k`` (and written to
+    ``out[k:]`` when ``write``); returns the count's end."""
+    if how == SCAN_ROW:
+        ui = u[i]
+        for j in range(C.shape[1]):
+            if zero_slack(np.float64(C[i, j]), ui, v[j], tol_scale):
+                if write:
+                    out[k] = j
+                k += 1
+    else:
+        for e in range(old_ptr[i], old_ptr[i + 1]):
+            j = old_idx[e]
+            if how == KEEP_ROW or not col_seen[j]:
+                if write:
+                    out[k] = j
+                k += 1
+    return k
+
+
 @njit(cache=True, parallel=True, nogil=True)
-def compress(C, u, v, tol_scale, row_ptr):
-    """Section 3.3: the zero-slack edges as CSR (``row_ptr`` filled, column indices returned).
+def compress(C, u, v, tol_scale, how, old_ptr, old_idx, col_seen, row_ptr):
+    """Section 3.3: the zero-slack edges as CSR (``row_ptr`` filled, column indices returned), each
+    row's made as ``how[i]`` says (:data:`SCAN_ROW` for every row: the whole matrix; the others
+    take the row's edges from the previous CSR ``old_ptr``/``old_idx``).
 
     The paper's stream compaction: a predicate count per row, a prefix sum, then a scatter.
     """
-    n_rows, n_cols = C.shape
+    n_rows = C.shape[0]
     counts = np.zeros(n_rows, dtype=np.int64)
     for i in prange(n_rows):
-        ui = u[i]
-        k = 0
-        for j in range(n_cols):
-            c = np.float64(C[i, j])
-            vj = v[j]
-            slack = c - ui - vj
-            if slack < INF and slack <= tol_scale * (abs(c) + abs(ui) + abs(vj)):
-                k += 1
-        counts[i] = k
+        counts[i] = _row_edges(C, u, v, tol_scale, i, how[i], old_ptr, old_idx, col_seen, counts, 0, False)
     row_ptr[0] = 0
     for i in range(n_rows):
         row_ptr[i + 1] = row_ptr[i] + counts[i]
     col_idx = np.empty(row_ptr[n_rows], dtype=np.int64)
     for i in prange(n_rows):
-        ui = u[i]
-        k = row_ptr[i]
-        for j in range(n_cols):
-            c = np.float64(C[i, j])
-            vj = v[j]
-            slack = c - ui - vj
-            if slack < INF and slack <= tol_scale * (abs(c) + abs(ui) + abs(vj)):
-                col_idx[k] = j
-                k += 1
+        _row_edges(C, u, v, tol_scale, i, how[i], old_ptr, old_idx, col_seen, col_idx, row_ptr[i], True)
     return col_idx
 
 
@@ -323,21 +336,31 @@ def classical_forward_pass(
 
 
 @njit(cache=True, parallel=True, nogil=True)
-def classical_theta(C, u, v, rows_q, n_q, col_seen):
+def classical_theta(C, u, v, rows_q, n_q, col_seen, tol_scale, forest_low):
     """Algorithm 7: theta = min slack over forest rows x uncovered columns, in parallel over the
-    forest rows. Returns inf when no finite edge leaves the forest (infeasible)."""
+    forest rows. Returns inf when no finite edge leaves the forest (infeasible).
+
+    Also leaves ``forest_low[q]``: row ``rows_q[q]``'s smallest uncovered slack less twice its
+    zero-slack tolerance, which tells the compression after the shift which rows can have gained
+    an edge (:func:`dlap.backends.base.rescan_bound`)."""
     n_cols = C.shape[1]
     row_low = np.empty(n_q, dtype=np.float64)
     for q in prange(n_q):
         i = rows_q[q]
         ui = u[i]
         low = INF
+        low_tol = INF
         for j in range(n_cols):
             if not col_seen[j]:
-                r = np.float64(C[i, j]) - ui - v[j]
+                c = np.float64(C[i, j])
+                r = c - ui - v[j]
                 if r < low:
                     low = r
+                r -= 2 * tol_scale * (abs(c) + abs(ui) + abs(v[j]))
+                if r < low_tol:
+                    low_tol = r
         row_low[q] = low
+        forest_low[q] = low_tol
     theta = INF
     for q in range(n_q):
         if row_low[q] < theta:

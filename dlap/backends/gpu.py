@@ -31,8 +31,11 @@ from .base import (
     ARR_MAX_ROUNDS,
     ARR_MIN_PROGRESS,
     FLOAT_TOL_SCALE,
+    KEEP_UNCOVERED,
+    SCAN_ROW,
     Backend,
     install_assignment,
+    rescan_bound,
 )
 
 #: host-to-device copy: rows per chunk (about this many bytes) and host threads copying at once
@@ -473,23 +476,45 @@ class GPUBackend(Backend):
         row's zero-slack edges and stages them, ``compress_fill`` places them after the prefix
         sum; only a row with more than ``COMPRESS_ROW_EDGES``, or past the staging buffer's
         ``STAGED_EDGES_PER_ROW`` per row, is read again)."""
+        return self._compress(state, cupy.full(state.n_rows, SCAN_ROW, dtype=np.int8))
+
+    def recompress(self, state, theta):
+        """:meth:`compress`'s kernels on the rows ``base.compression_plan`` scans; the other
+        rows' edges come from the previous CSR. The plan is made by one kernel (classical.cu:
+        ``compression_plan``), not CuPy's five, whose launches cost as much as the compression at
+        n = 10000 (0.15 ms)."""
+        n_q = state.n_forest_rows
+        how = cupy.full(state.n_rows, KEEP_UNCOVERED, dtype=np.int8)
+        if n_q:  # (a Dask rank's slab may hold none of the forest's rows)
+            gk.kernel("classical", "compression_plan")((gk.blocks(n_q),), (gk.BLOCK,), (
+                state.rows_q, state.forest_low, np.float64(rescan_bound(theta, state.tol_scale)), np.int32(n_q),
+                how))
+        return self._compress(state, how)
+
+    @staticmethod
+    def _compress(state: GPUState, how) -> int:
         n_rows, n_cols, dtype = state.n_rows, state.n_cols, state.cost.dtype
         counts, starts = cupy.empty(n_rows, dtype=np.int64), cupy.empty(n_rows, dtype=np.int64)
         if state.staged is None:
             require_device_memory(4 * STAGED_EDGES_PER_ROW * n_rows, "the compression's staging buffer")
             state.staged = cupy.empty(STAGED_EDGES_PER_ROW * n_rows, dtype=np.int32)
+        # the previous CSR, read for the rows `how` does not scan (none in a first compression)
+        old = (state.row_ptr, state.col_idx) if state.row_ptr is not None else (counts, state.staged)
         state.ctl[gk.CTL_STAGED] = 0
-        args = (state.cost, np.int32(n_rows), np.int32(n_cols), state.u, state.v, np.float64(state.tol_scale))
+        args = (
+            state.cost, np.int32(n_rows), np.int32(n_cols), state.u, state.v, np.float64(state.tol_scale),
+            how, *old, state.col_seen,
+        )
         gk.kernel("classical", "compress_scan", dtype)((n_rows,), (gk.BLOCK,), (
             *args, counts, starts, state.staged, np.int64(state.staged.shape[0]), state.ctl))
         row_ptr = cupy.zeros(n_rows + 1, dtype=np.int64)
         cupy.cumsum(counts, out=row_ptr[1:])
         nnz = int(row_ptr[-1])
-        state.row_ptr = state.col_idx = None  # the previous CSR's memory is reusable
         require_device_memory(4 * nnz, f"the zero-slack graph ({nnz} edges)")
-        state.row_ptr, state.col_idx = row_ptr, cupy.empty(max(nnz, 1), dtype=np.int32)
+        col_idx = cupy.empty(max(nnz, 1), dtype=np.int32)
         gk.kernel("classical", "compress_fill", dtype)((n_rows,), (gk.BLOCK,), (
-            *args, starts, state.staged, row_ptr, state.col_idx))
+            *args, starts, state.staged, row_ptr, col_idx))
+        state.row_ptr, state.col_idx = row_ptr, col_idx
         return nnz
 
     def classical_forward_pass(self, state):
@@ -505,8 +530,11 @@ class GPUBackend(Backend):
         n_q = state.n_forest_rows
         state.ctl[gk.CTL_N_Q] = n_q
         state.ctl[gk.CTL_THETA] = gk.ORDERED_INF
+        if state.forest_low is None:
+            state.forest_low = cupy.empty(state.n_rows)
         gk.kernel("classical", "classical_theta", state.cost.dtype)((max(n_q, 1),), (gk.BLOCK,), (
-            state.cost, np.int32(state.n_cols), state.rows_q, state.u, state.v, state.col_seen, state.ctl,
+            state.cost, np.int32(state.n_cols), state.rows_q, state.u, state.v, state.col_seen,
+            np.float64(state.tol_scale), state.forest_low, state.ctl,
         ))
         return _unordered(int(state.ctl[gk.CTL_THETA]))
 

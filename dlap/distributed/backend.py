@@ -256,9 +256,19 @@ class DistributedBackend(DistributedScaling):
         """Section 3.3 on each rank's slab, then the global CSR on every rank (step 4a): with
         rows split, the ranks' CSRs one after the other; with columns split (the hybrid), each
         row's edges from every rank, in rank order, so in column order as on one device."""
-        s, xp = self.slab, self.xp
         self._load_duals(state)
-        nnz = self.local.compress(s)
+        return self._gather_edges(state, self.local.compress(self.slab))
+
+    def recompress(self, state, theta: float) -> int:
+        """:meth:`compress` after a dual update: each slab's CSR from its previous one, as the
+        local backend makes it from the slab's forest rows and covered columns that
+        :meth:`classical_theta` left there; then the same all-gathers."""
+        self._load_duals(state)
+        return self._gather_edges(state, self.local.recompress(self.slab, theta))
+
+    def _gather_edges(self, state, nnz: int) -> int:
+        """The global CSR on every rank from the slabs' (``nnz`` edges on this rank's)."""
+        s, xp = self.slab, self.xp
         counts = s.row_ptr[1:] - s.row_ptr[:-1]
         # the local backend's index dtype: the GPU's forward pass reads 32-bit column indices
         cols = (s.col_idx[:nnz] + (self.lo if self.split == 1 else 0)).astype(s.col_idx.dtype, copy=False)
@@ -286,7 +296,8 @@ class DistributedBackend(DistributedScaling):
 
     def classical_theta(self, state) -> float:
         """Algorithm 7 over the forest rows of this rank's slab (its own rows, or every forest
-        row over its columns), all-reduced to the global minimum."""
+        row over its columns), all-reduced to the global minimum. The slab keeps its forest rows
+        and covered columns for :meth:`recompress`."""
         s = self.slab
         forest = state.rows_q[: state.n_forest_rows]
         if self.split == 0:
@@ -295,11 +306,11 @@ class DistributedBackend(DistributedScaling):
         else:
             mine, seen = forest, state.col_seen[self.lo : self.hi]
         theta = np.inf
+        s.rows_q[: mine.shape[0]] = mine
+        s.n_forest_rows = int(mine.shape[0])
+        s.col_seen[:] = seen
         if mine.shape[0]:
             self._load_duals(state)
-            s.rows_q[: mine.shape[0]] = mine
-            s.n_forest_rows = int(mine.shape[0])
-            s.col_seen[:] = seen
             theta = self.local.classical_theta(s)
         return float(_host(self.comm.allreduce(self.xp.asarray([theta]), "min"))[0])
 

@@ -1,9 +1,12 @@
 """The classical (Munkres) variant of Date & Nagi (2016), sections 2.2 and 4.
 
-Each iteration: optimality check (4.2); if rows are free, compress the zero-slack edges to CSR
-(3.3; reused while no dual update happened, as the paper does), BFS forward pass from all free
-rows (4.3.1, Algorithm 3); then either reverse and augmentation passes over the vertex-disjoint
-paths found (4.3.2-4.3.3) or, when no free column was reached, the two-stage dual update (4.4).
+Each iteration: optimality check (4.2); if rows are free, BFS forward pass from all free rows
+over the zero-slack edges compressed to CSR (4.3.1, Algorithm 3; 3.3); then either reverse and
+augmentation passes over the vertex-disjoint paths found (4.3.2-4.3.3) or, when no free column
+was reached, the two-stage dual update (4.4). The CSR is made once from the matrix; an
+augmentation leaves it as it is (as the paper reuses it), and a dual update changes it where the
+update changed slacks only (``Backend.recompress``): the rows it scans again are the few at
+slack theta, not the matrix.
 """
 
 from __future__ import annotations
@@ -15,13 +18,10 @@ from ..result import Stats
 from .phases import PhaseTimer, augment_paths, check, drive
 
 
-def classical_search(backend, state, stats: Stats, phase: PhaseTimer, compressed: bool) -> bool:
-    """Compression (when the duals changed since the last one) and the BFS forward pass, then the
-    reverse and augmentation passes over the paths found. Returns whether any path was found;
-    when none was, the caller decides between the dual update and another variant."""
-    if not compressed:
-        with phase("compress"):
-            backend.compress(state)
+def classical_search(backend, state, stats: Stats, phase: PhaseTimer) -> bool:
+    """The BFS forward pass over the CSR, then the reverse and augmentation passes over the paths
+    found. Returns whether any path was found; when none was, the caller decides between the
+    dual update and another variant."""
     with phase("forward_pass"):
         n_reverse = backend.classical_forward_pass(state)
     if n_reverse:
@@ -31,13 +31,16 @@ def classical_search(backend, state, stats: Stats, phase: PhaseTimer, compressed
 
 
 def classical_dual_update(backend, state, stats: Stats, phase: PhaseTimer) -> None:
-    """The two-stage dual update after a forward pass that reached no free column."""
+    """The two-stage dual update after a forward pass that reached no free column, then the
+    compression of the zero-slack edges it changed."""
     with phase("dual_update"):
         theta = backend.classical_theta(state)
         backend.classical_shift(state, theta)
     if theta == float("inf"):
         raise InfeasibleError()
     stats.dual_updates += 1
+    with phase("compress"):
+        backend.recompress(state, theta)
 
 
 def classical_iterations(
@@ -48,8 +51,12 @@ def classical_iterations(
     compressed = False
     fruitless = 0  # dual updates since the last augmenting path
     while n_free := check(backend, state, phase, report):
-        if classical_search(backend, state, stats, phase, compressed):
-            compressed, fruitless = True, 0
+        if not compressed:
+            with phase("compress"):
+                backend.compress(state)
+            compressed = True
+        if classical_search(backend, state, stats, phase):
+            fruitless = 0
         elif stats.dual_updates < max_dual_updates:
             if fruitless > state.n_cols:
                 # each dual update makes a new column tight for a forest row, so the next forward
@@ -58,7 +65,7 @@ def classical_iterations(
                     f"dlap internal error: {fruitless} dual updates in a row found no augmenting "
                     "path (the zero-slack graph lost edges); the solve cannot progress")
             classical_dual_update(backend, state, stats, phase)
-            compressed, fruitless = False, fruitless + 1
+            fruitless += 1
         else:
             return n_free
     return 0

@@ -2,9 +2,9 @@
 
 The classical variant is cheap while the zero-slack graph still holds augmenting paths: one
 compression pass over the matrix, then every iteration is a BFS over the (sparse) compressed
-edges. Its cost is the dual update: each one needs a pass over the forest's rows and a fresh
-compression of the whole matrix. The tree variant pays a pass over the frontier rows instead and
-folds every dual update of a search into one comparison per column.
+edges. Its cost is the dual update: each one needs a pass over the forest's rows (theta), then
+a compression of the rows it changed. The tree variant pays a pass over the frontier rows instead
+and folds every dual update of a search into one comparison per column.
 
 So the hybrid runs the classical variant while its dual updates stay few, and switches to the
 tree variant when progress stalls: at the iteration that would need one dual update more than
@@ -35,7 +35,11 @@ def classical_dual_update_limit(n_cols: int) -> int:
     n = 5000 0.051 / 0.051 / 0.063 / 0.065 s, n = 10000 0.106 / 0.102 / 0.124 / 0.123,
     n = 20000 0.254 / 0.235 / 0.244 / 0.229, n = 40000 0.892 / 0.787 / 0.526 / 0.591; uniform
     floats (thousands of dual updates) 1% to 3% slower at 24 or 64 than at 8, and 18x to 26x
-    slower with no switch."""
+    slower with no switch. Since each dual update's compression scans only the rows at slack
+    theta (session 10) the rule still holds: n = 5000 / 10000 / 20000 / 40000 fastest at a limit
+    of 8 / 8 / 32-64 / 64, and the rule within 1-3% of that cell (9% at n = 40000, where the rule
+    is 64 too: the spread between two cells of one limit); floats fastest at 8-32
+    (workflows/results/gpu-20261124-s10-hybrid-switch-recompress.log)."""
     return max(MIN_CLASSICAL_DUAL_UPDATES, n_cols // COLUMNS_PER_DUAL_UPDATE)
 
 

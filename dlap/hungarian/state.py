@@ -61,6 +61,7 @@ class HungarianState(CostShape):
     n_paths: int = 0
     row_ptr: Any = None  # classical variant: CSR of the zero-slack edges
     col_idx: Any = None
+    forest_low: Any = None  # classical dual update: per forest row, what compression_plan reads (made on first use)
     bids: Any = None  # ε-scaling: the bidding rounds' scratch arrays (the backend's), made on first use
 
     @classmethod

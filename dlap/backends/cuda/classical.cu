@@ -33,27 +33,51 @@ __device__ __forceinline__ void scan_row(const T* row, int n_cols, const double*
     }
 }
 
+// How the compression makes a row's edges (mirror of backends/base.py): scan the row of the
+// matrix, keep the row's previous edges, or keep those of them to uncovered columns. The first
+// compression scans every row; the one after a dual update (4.4) scans only the forest rows that
+// can have gained an edge and takes the others from the previous CSR (base.compression_plan).
+enum { KEEP_UNCOVERED = 0, KEEP_ROW = 1, SCAN_ROW = 2 };
+
+// visit(j) for each zero-slack column j of row i, made as `how` says; the block's threads share
+// the work (columns or previous edges).
+template <typename T, typename F>
+__device__ __forceinline__ void row_edges(const T* C, int i, int n_cols, const double* u, const double* v,
+                                          double tol_scale, signed char how, const long long* old_ptr,
+                                          const int* old_idx, const int* col_seen, F&& visit) {
+    if (how == SCAN_ROW) {
+        const double ui = u[i];
+        scan_row<CLASSICAL_BATCH>(C + static_cast<size_t>(i) * n_cols, n_cols, v, nullptr, [&](int j, double c, double vj) {
+            if (zero_slack(c, ui, vj, tol_scale)) visit(j);
+        });
+        return;
+    }
+    for (long long e = old_ptr[i] + threadIdx.x; e < old_ptr[i + 1]; e += blockDim.x) {
+        const int j = old_idx[e];
+        if (how == KEEP_ROW || !col_seen[j]) visit(j);
+    }
+}
+
 // Compression (section 3.3), pass 1, the only read of the matrix: one block per row counts its
 // zero-slack edges and, when they fit (COMPRESS_ROW_EDGES), stages their columns: the block
 // reserves room for them in `staged` (the CTL_STAGED cursor; `capacity` entries) and copies them
-// there, starts[i] = where (-1: not staged, the row is scanned again by compress_fill).
+// there, starts[i] = where (-1: not staged, the row is made again by compress_fill). The previous
+// CSR (old_ptr, old_idx) is read only for rows `how` does not scan.
 template <typename T>
 __global__ void compress_scan(const T* C, int n_rows, int n_cols, const double* u, const double* v,
-                              double tol_scale, long long* counts, long long* starts, int* staged,
-                              long long capacity, u64* ctl) {
+                              double tol_scale, const signed char* how, const long long* old_ptr,
+                              const int* old_idx, const int* col_seen, long long* counts, long long* starts,
+                              int* staged, long long capacity, u64* ctl) {
     __shared__ int cols[COMPRESS_ROW_EDGES];
     __shared__ unsigned int found;
     __shared__ long long start;
     for (int i = blockIdx.x; i < n_rows; i += gridDim.x) {
-        const double ui = u[i];
         __syncthreads();  // the previous row's copy is done
         if (threadIdx.x == 0) found = 0;
         __syncthreads();
-        scan_row<CLASSICAL_BATCH>(C + static_cast<size_t>(i) * n_cols, n_cols, v, nullptr, [&](int j, double c, double vj) {
-            if (zero_slack(c, ui, vj, tol_scale)) {
-                const unsigned int k = atomicAdd(&found, 1u);
-                if (k < COMPRESS_ROW_EDGES) cols[k] = j;
-            }
+        row_edges(C, i, n_cols, u, v, tol_scale, how[i], old_ptr, old_idx, col_seen, [&](int j) {
+            const unsigned int k = atomicAdd(&found, 1u);
+            if (k < COMPRESS_ROW_EDGES) cols[k] = j;
         });
         __syncthreads();
         const unsigned int k = found;
@@ -74,12 +98,13 @@ __global__ void compress_scan(const T* C, int n_rows, int n_cols, const double* 
 }
 
 // Compression, pass 2 (after the prefix sum of the counts): each row's CSR segment, copied from
-// where pass 1 staged it, or for a row it could not stage, from a second scan of the row. The
-// order inside a row does not matter to the BFS.
+// where pass 1 staged it, or for a row it could not stage, made again. The order inside a row
+// does not matter to the BFS.
 template <typename T>
 __global__ void compress_fill(const T* C, int n_rows, int n_cols, const double* u, const double* v,
-                              double tol_scale, const long long* starts, const int* staged,
-                              const long long* row_ptr, int* col_idx) {
+                              double tol_scale, const signed char* how, const long long* old_ptr,
+                              const int* old_idx, const int* col_seen, const long long* starts,
+                              const int* staged, const long long* row_ptr, int* col_idx) {
     __shared__ unsigned long long cursor;
     for (int i = blockIdx.x; i < n_rows; i += gridDim.x) {
         const long long from = starts[i], to = row_ptr[i];
@@ -88,34 +113,49 @@ __global__ void compress_fill(const T* C, int n_rows, int n_cols, const double* 
             for (long long t = threadIdx.x; t < k; t += blockDim.x) col_idx[to + t] = staged[from + t];
             continue;  // block-uniform: no barrier skipped by part of the block
         }
-        const double ui = u[i];
         __syncthreads();
         if (threadIdx.x == 0) cursor = static_cast<unsigned long long>(to);
         __syncthreads();
-        scan_row<CLASSICAL_BATCH>(C + static_cast<size_t>(i) * n_cols, n_cols, v, nullptr, [&](int j, double c, double vj) {
-            if (zero_slack(c, ui, vj, tol_scale)) col_idx[atomicAdd(&cursor, 1ULL)] = j;
-        });
+        row_edges(C, i, n_cols, u, v, tol_scale, how[i], old_ptr, old_idx, col_seen,
+                  [&](int j) { col_idx[atomicAdd(&cursor, 1ULL)] = j; });
     }
 }
 
 // Dual update, stage 1 (Algorithm 7): theta = min slack over forest rows x uncovered columns.
-// One block per forest row; blocks meet in an atomicMin on order-preserving bits.
+// One block per forest row; blocks meet in an atomicMin on order-preserving bits. Each forest row
+// also leaves forest_low[q], its smallest uncovered slack less twice its zero-slack tolerance:
+// the compression after the shift scans again only the rows where that is within reach of theta.
 template <typename T>
 __global__ void classical_theta(const T* C, int n_cols, const int* rows_q, const double* u,
-                                const double* v, const int* col_seen, u64* ctl) {
+                                const double* v, const int* col_seen, double tol_scale, double* forest_low,
+                                u64* ctl) {
     __shared__ double scratch[32];
     const int n_q = static_cast<int>(ctl[CTL_N_Q]);
     double best = DLAP_INF;
     for (int q = blockIdx.x; q < n_q; q += gridDim.x) {
         const int i = rows_q[q];
         const double ui = u[i];
+        double low = DLAP_INF;
         scan_row<1>(C + static_cast<size_t>(i) * n_cols, n_cols, v, col_seen, [&](int, double c, double vj) {
             const double r = c - ui - vj;
             best = r < best ? r : best;
+            const double r_tol = r - 2 * tol_scale * (fabs(c) + fabs(ui) + fabs(vj));
+            low = r_tol < low ? r_tol : low;
         });
+        low = block_min(low, scratch);
+        if (threadIdx.x == 0) forest_low[q] = low;
     }
     best = block_min(best, scratch);
     if (threadIdx.x == 0 && best < DLAP_INF) atomicMin(&ctl[CTL_THETA], ordered(best));
+}
+
+// The compression plan after a dual update (backends/base.py: compression_plan, whose rule this
+// applies in one launch; `how` holds KEEP_UNCOVERED for every row before it): a forest row keeps
+// its edges, or is scanned again where its forest_low is within `bound` of theta.
+extern "C" __global__ void compression_plan(const int* rows_q, const double* forest_low, double bound, int n_q,
+                                            signed char* how) {
+    const long long tid = global_thread(), n_threads = grid_threads();
+    for (long long q = tid; q < n_q; q += n_threads) how[rows_q[q]] = forest_low[q] <= bound ? SCAN_ROW : KEEP_ROW;
 }
 
 // Dual update, stage 2 (Algorithm 8): forest rows gain theta, covered columns lose it, so

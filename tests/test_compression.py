@@ -1,0 +1,100 @@
+"""The classical variant's compression after a dual update (``Backend.recompress``).
+
+It makes the zero-slack graph from the previous one (section 4.4's shift changes two kinds of
+entry only) and scans again just the forest rows at slack theta. Each one is checked here against
+the full compression of the matrix (section 3.3) with the same duals, on every dual update of
+whole solves: integer costs give the same edges, row by row; float costs may differ only on
+entries the zero-slack test cannot tell from zero (its tolerance, a few ulps).
+"""
+
+import numpy as np
+import pytest
+
+from dlap import generate
+from dlap.backends.base import FLOAT_TOL_SCALE
+from dlap.backends.cpu import CPUBackend
+from dlap.hungarian.classical import solve_classical
+from dlap.problem import prepare
+from dlap.result import Stats
+
+from .helpers import reference
+
+RNG = np.random.default_rng(16)
+COSTS = {
+    "uniform-int": generate.uniform(120, 10.0, seed=1),
+    "ties": generate.ties(110, levels=100, seed=2),
+    "rectangular-int": generate.uniform(60, 3.0, m=90, seed=3),
+    "uniform-float": generate.uniform_float(100, seed=4),
+    # entries that differ in the 9th digit
+    "close-floats": 1.0 + RNG.integers(0, 50, (90, 90)) * 1e-9,
+    "forbidden": np.where(RNG.random((80, 80)) < 0.3, np.inf, RNG.integers(0, 400, (80, 80)).astype(float)),
+    "negative-wide": RNG.uniform(-1e6, 1e6, (70, 70)).round(3),
+}
+
+
+def _edges(state):
+    """The CSR's edges as a set of (row, column) pairs, on the host."""
+    row_ptr = np.asarray(_host(state.row_ptr))
+    cols = np.asarray(_host(state.col_idx))[: row_ptr[-1]]
+    rows = np.repeat(np.arange(state.n_rows), np.diff(row_ptr))
+    return set(zip(rows.tolist(), cols.tolist(), strict=True))
+
+
+def _host(x):
+    return x.get() if hasattr(x, "get") else x
+
+
+def checked(backend_class):
+    """``backend_class`` whose every recompression is compared with a full one (the CSR it
+    made is kept, so the solve goes on from it); the differences are collected in
+    ``differences`` as (slack, tolerance) pairs, with the number of compared dual updates."""
+
+    class Checked(backend_class):
+        updates = 0
+        differences: list[tuple[float, float]] = []
+
+        def recompress(self, state, theta):
+            nnz = super().recompress(state, theta)
+            made = _edges(state), state.row_ptr, state.col_idx
+            self.compress(state)
+            full = _edges(state)
+            state.row_ptr, state.col_idx = made[1:]
+            assert nnz == len(made[0])
+            cost, u, v = (np.asarray(_host(a), dtype=np.float64) for a in (state.cost, state.u, state.v))
+            for i, j in made[0] ^ full:
+                tolerance = FLOAT_TOL_SCALE * (abs(cost[i, j]) + abs(u[i]) + abs(v[j]))
+                self.differences.append((cost[i, j] - u[i] - v[j], tolerance))
+            type(self).updates += 1
+            return nnz
+
+    return Checked
+
+
+def assert_recompression_is_the_compression(backend, cost, xp=np):
+    problem = prepare(xp.asarray(cost))
+    state = backend.allocate(problem)
+    solve_classical(backend, state, Stats())
+    assert type(backend).updates > 0  # the solve made dual updates, each one checked
+    if np.issubdtype(np.asarray(cost).dtype, np.integer):
+        assert type(backend).differences == []
+    for slack, tolerance in type(backend).differences:
+        assert abs(slack) <= 4 * tolerance
+    matrix = np.asarray(_host(problem.matrix), dtype=np.float64)
+    picked = np.asarray(_host(state.row_match))
+    objective = matrix[np.arange(state.n_rows), picked].sum()
+    assert objective == pytest.approx(reference(matrix)[0].sum(), rel=1e-12, abs=1e-9)
+
+
+@pytest.mark.parametrize("name", COSTS)
+def test_recompression_is_the_compression_on_the_cpu(name):
+    assert_recompression_is_the_compression(checked(CPUBackend)(), COSTS[name])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", COSTS)
+def test_recompression_is_the_compression_on_the_gpu(name):
+    import cupy
+
+    from dlap.backends.gpu import GPUBackend
+
+    assert_recompression_is_the_compression(checked(GPUBackend)(), COSTS[name], cupy)

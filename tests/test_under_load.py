@@ -71,22 +71,24 @@ import json, os, sys, time, numpy as np, dlap
 from dlap import generate
 setup, call, repeats = sys.argv[1], compile(sys.argv[2], "<call>", "eval"), int(sys.argv[3])
 exec(setup)
-def median(threads):
-    dlap.set_num_threads(threads)
+threads = {"one": 1, "default": len(os.sched_getaffinity(0))}
+times = {name: [] for name in threads}
+for name, count in threads.items():  # each setting's first call, untimed (it may start a thread team)
+    dlap.set_num_threads(count)
     eval(call)
-    times = []
-    for _ in range(repeats):
+for _ in range(repeats):  # alternating, so a burst of the busy processes falls on both settings
+    for name, count in threads.items():
+        dlap.set_num_threads(count)
         start = time.perf_counter()
         eval(call)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-print(json.dumps({"one": median(1), "default": median(len(os.sched_getaffinity(0)))}))
+        times[name].append(time.perf_counter() - start)
+print(json.dumps({name: float(np.median(t)) for name, t in times.items()}))
 """
 
 
 def thread_medians(setup: str, call: str, repeats: int) -> dict:
     """Median seconds of ``call`` (after ``setup``) on one thread and on every core's thread, in
-    a fresh interpreter."""
+    a fresh interpreter, the two settings timed in turn."""
     return run_fresh(THREAD_MEDIANS, setup, call, repeats)
 
 

@@ -36,8 +36,6 @@ SWITCHINGS = ("parallel", "sequential")
 #: order (on instances where every row wants the same few columns, such as the GEOM benefit
 #: matrices, the rounds would otherwise number in the hundreds, each a pass over those rows)
 GREEDY_MAX_ROUNDS = 8
-#: sequential switching under a deadline: matrix entries read per call between deadline checks
-SEQUENTIAL_CALL_ENTRIES = 1 << 18
 
 
 #: a deadline counts as passed this long before it: the solve still has to return after the
@@ -147,7 +145,7 @@ def _proposals(prims: SwitchingPrimitives, state, rows, deadline: Deadline):
     """One proposal round (``prims.propose``) in blocks of ``prims.evaluation_chunk`` entries; the
     rows of blocks the deadline cuts off propose nothing (-1)."""
     xp = prims.xp
-    per_call = _per_call(prims, state, rows.size, deadline)
+    per_call = _per_call(prims, state.n_cols, rows.size, deadline)
     cols = xp.full(rows.size, -1, dtype=prims.index_dtype)
     costs = xp.full(rows.size, math.inf)
     for lo in range(0, rows.size, per_call):
@@ -157,12 +155,13 @@ def _proposals(prims: SwitchingPrimitives, state, rows, deadline: Deadline):
     return cols, costs
 
 
-def _per_call(prims: SwitchingPrimitives, state, size: int, deadline: Deadline) -> int:
-    """How many of ``size`` rows or entities one proposal or evaluation call takes: about
-    ``prims.evaluation_chunk`` entries under a deadline, all of them without one."""
+def _per_call(prims: SwitchingPrimitives, entries: int, size: int, deadline: Deadline) -> int:
+    """How many of ``size`` items (rows, entities, sequential steps), each reading about
+    ``entries`` matrix entries, one call takes: about ``prims.evaluation_chunk`` entries under a
+    deadline, all of them without one."""
     if not deadline.bounded:
         return max(size, 1)
-    return max(1, prims.evaluation_chunk // max(state.n_cols, 1))
+    return max(1, prims.evaluation_chunk // max(entries, 1))
 
 
 def _assign_finite(state, rows, cols) -> None:
@@ -181,7 +180,7 @@ def _evaluate_all(prims, state, stamp: int, deadline: Deadline) -> bool:
 def _evaluate(prims, state, entities, stamp: int, deadline: Deadline) -> bool:
     """Difference evaluation of ``entities`` in calls of about ``prims.evaluation_chunk`` entries;
     False if the deadline cut it (the rest keep stale candidates, which a round drops)."""
-    per_call = _per_call(prims, state, entities.size, deadline)
+    per_call = _per_call(prims, state.n_cols, entities.size, deadline)
     for lo in range(0, entities.size, per_call):
         if deadline.passed():
             return False
@@ -219,9 +218,8 @@ def _sequential_switching(prims, state, stats: Stats, deadline: Deadline, phase)
     """Algorithm 1; returns whether the deadline stopped it."""
     if not prims.sequential:
         raise ValueError("switching='sequential' runs on the CPU (device='cpu')")
-    steps = np.iinfo(np.int64).max  # without a deadline, one call runs to the end of a pass
-    if deadline.bounded:
-        steps = max(1, SEQUENTIAL_CALL_ENTRIES // (5 * state.n_rows + state.n_cols))
+    # a step reads about 5 n_rows + n_cols entries; without a deadline one call ends the pass
+    steps = _per_call(prims, 5 * state.n_rows + state.n_cols, np.iinfo(np.int64).max, deadline)
     clock = 1
     with phase("full_evaluation"):
         if not _evaluate_all(prims, state, clock, deadline):

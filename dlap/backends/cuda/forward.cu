@@ -4,10 +4,39 @@
 // launch and one read of the control block (DESIGN.md, "GPU: launches and syncs").
 
 // Forward pass (Algorithm 3), persistent: BFS over the zero-slack graph from every free row, one
-// level per grid-wide barrier, until no row is left to expand. A column is claimed by the first
-// row that reaches it (atomicExch: the paper's race), so the trees are vertex-disjoint
-// (Proposition 1); a free column reached is marked "reverse"; an assigned one brings its row
-// into the next level (contraction). col_seen marks the covered columns for the dual update.
+// level per barrier, until no row is left to expand. A column is claimed by the first row that
+// reaches it (atomicExch: the paper's race), so the trees are vertex-disjoint (Proposition 1); a
+// free column reached is marked "reverse"; an assigned one brings its row into the next level
+// (contraction). col_seen marks the covered columns for the dual update.
+//
+// The searches are deep and narrow: uniform n = 40000, f = 10 takes about 125 levels per forward
+// pass, most of them a handful of rows, and a grid-wide barrier cost ~8 us a level there
+// (workflows/results/gpu-20261123-s7-profile1.log: 0.15 s for 17,945 levels). Once a level has
+// at most a block's worth of rows (every block sees the same extent after the barrier), the
+// other blocks leave and block 0 runs the remaining levels with the block's own barrier and the
+// levels' counts in shared memory: the forward passes of n = 40000 took 0.14 s instead of 0.185 s
+// on one H100 (workflows/results/gpu-20261125-s12-block-tail-ab3-h100.jsonl).
+__device__ __forceinline__ void expand_level(const long long* row_ptr, const int* col_idx, const int* col_match,
+                                             int* col_pred, int* row_pred, int* col_seen, int* rows_q,
+                                             int* reverse, u64* ctl, u64* added, int head, int tail,
+                                             long long first, long long stride) {
+    for (long long q = head + first; q < tail; q += stride) {
+        const int i = ld(&rows_q[q]);
+        for (long long e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
+            const int j = col_idx[e];
+            if (ld(&col_seen[j]) || atomicExch(&col_seen[j], 1)) continue;
+            col_pred[j] = i;
+            const int k = col_match[j];
+            if (k < 0) {
+                reverse[atomicAdd(&ctl[CTL_N_REV], 1ULL)] = j;
+            } else {  // contraction: the matched row joins the next level
+                row_pred[k] = j;
+                rows_q[tail + static_cast<long long>(atomicAdd(added, 1ULL))] = k;
+            }
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(1024, 1)
 classical_forward_pass(const long long* row_ptr, const int* col_idx, const int* col_match,
                        const int* free_rows, int n_cols, int* col_pred, int* row_pred,
@@ -30,28 +59,29 @@ classical_forward_pass(const long long* row_ptr, const int* col_idx, const int* 
     // shared running total read at the top of a level would race with blocks already appending).
     int head = 0, tail = n_free;
     long long levels = 0;
-    while (head < tail) {
+    while (head < tail && tail - head > static_cast<int>(blockDim.x)) {  // wide levels: the whole grid
         u64* added = &ctl[CTL_ROTATE + levels % 3];
         if (tid == 0) ctl[CTL_ROTATE + (levels + 1) % 3] = 0;  // last read two barriers ago
         ++levels;
-        for (long long q = head + tid; q < tail; q += n_threads) {  // expansion
-            const int i = ld(&rows_q[q]);
-            for (long long e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
-                const int j = col_idx[e];
-                if (ld(&col_seen[j]) || atomicExch(&col_seen[j], 1)) continue;
-                col_pred[j] = i;
-                const int k = col_match[j];
-                if (k < 0) {
-                    reverse[atomicAdd(&ctl[CTL_N_REV], 1ULL)] = j;
-                } else {  // contraction: the matched row joins the next level
-                    row_pred[k] = j;
-                    rows_q[tail + static_cast<long long>(atomicAdd(added, 1ULL))] = k;
-                }
-            }
-        }
+        expand_level(row_ptr, col_idx, col_match, col_pred, row_pred, col_seen, rows_q, reverse, ctl, added,
+                     head, tail, tid, n_threads);
         grid_sync(barrier);
         head = tail;
         tail += static_cast<int>(ld(added));
+    }
+    if (blockIdx.x != 0) return;  // every block saw the same extent: block 0 goes on alone
+    __shared__ u64 block_added[3];  // the same rotation, in shared memory
+    if (threadIdx.x < 3) block_added[threadIdx.x] = 0;
+    __syncthreads();
+    while (head < tail) {
+        u64* added = &block_added[levels % 3];
+        if (threadIdx.x == 0) block_added[(levels + 1) % 3] = 0;
+        ++levels;
+        expand_level(row_ptr, col_idx, col_match, col_pred, row_pred, col_seen, rows_q, reverse, ctl, added,
+                     head, tail, threadIdx.x, blockDim.x);
+        __syncthreads();
+        head = tail;
+        tail += static_cast<int>(*added);
     }
     if (tid == 0) ctl[CTL_N_Q] = tail;
     if (tid == 0) ctl[CTL_SCANNED] += levels;

@@ -131,6 +131,32 @@ def test_read_only_and_non_contiguous_input():
     assert_same_optimum(view)
 
 
+def test_a_read_only_matrix_compiles_no_kernel_again():
+    """Numba compiles a kernel apart for a read-only array: a caller's memory-mapped matrix paid a
+    second compilation of every kernel it reached (seconds each on a first run). The CPU backends
+    read every cost matrix through a read-only view, so after the same solves on a writable
+    matrix (minimised, and maximised: a new matrix), a read-only one adds no compiled version."""
+    from dlap.backends import cpu_dgs, cpu_kernels, cpu_scaling
+
+    def versions():
+        return {(module.__name__, name): len(kernel.signatures) for module in (cpu_kernels, cpu_scaling, cpu_dgs)
+                for name, kernel in vars(module).items() if hasattr(kernel, "signatures")}
+
+    solves = [dict(method=m) for m in ("classical", "tree", "hybrid", "scaling")]
+    solves += [dict(method="dgs", switching=s) for s in ("parallel", "sequential")]
+    cost = np.random.default_rng(4).integers(0, 60, (40, 40)).astype(np.float64)
+    frozen = cost.copy()
+    frozen.flags.writeable = False
+    compiled = None
+    for matrix in (cost, frozen):
+        for options in solves:
+            for maximize in (False, True):
+                result = dlap.solve(matrix, maximize=maximize, device="cpu", **options)
+                assert options["method"] == "dgs" or result.verify(matrix).optimal
+        assert compiled in (None, versions())
+        compiled = versions()
+
+
 def test_solve_returns_an_assignment_that_unpacks_like_scipy():
     cost = [[4, 1, 3], [2, 0, 5], [3, 2, 2]]
     result = dlap.solve(cost)

@@ -11,6 +11,7 @@ from ..problem import Problem
 from . import cpu_kernels as k
 from . import cpu_scaling as ks
 from .base import FLOAT_TOL_SCALE, SCAN_ROW, Backend, bidding_loop, compression_plan, install_assignment
+from .numba_setup import read_only
 
 
 def available_memory() -> int:
@@ -39,7 +40,7 @@ class CPUBackend(Backend):
 
     def allocate(self, problem: Problem) -> HungarianState:
         return HungarianState.allocate(
-            problem.matrix, np, np.int64, np.bool_, 0.0 if problem.is_integer else FLOAT_TOL_SCALE
+            read_only(problem.matrix), np, np.int64, np.bool_, 0.0 if problem.is_integer else FLOAT_TOL_SCALE
         )
 
     def allocate_graph(self, shape, dtype, tol_scale):
@@ -203,7 +204,7 @@ class CPUBackend(Backend):
         limit = float(np.finfo(dtype).max if dtype.kind == "f" else np.iinfo(dtype).max)
         beyond = np.empty(cost.shape[0], dtype=np.int64)
         ks.narrow_copy(cost, copy, limit, beyond)
-        return None if beyond.any() else copy
+        return None if beyond.any() else read_only(copy)
 
     def bidding_rounds(self, state, eps, tail, max_rounds, stall, keep_share):
         if state.bids is None:  # scratch of the bids: per free row, then per column

@@ -18,7 +18,7 @@ from numba import njit, prange
 
 from ..dgs.primitives import SwitchingPrimitives
 from ..dgs.state import DGSState
-from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
+from .numba_setup import read_only  # first: cache folder and thread wait policy, before any kernel
 
 INF = np.inf
 _TRANSPOSE_BLOCK = 64
@@ -191,7 +191,7 @@ def greedy_switching(C, CT, row_match, col_match, held, tol_scale, cand_a, cand_
     n_rows = C.shape[0]
     switches = 0
     for _ in range(max_steps):
-        k = -1
+        k = np.int64(-1)  # not the literal -1: Numba would compile the callees for it too
         best = 0.0
         for q in range(cand_delta.size):
             if cand_delta[q] < best:
@@ -282,6 +282,7 @@ class CPUSwitching(SwitchingPrimitives):
     evaluation_chunk = 1 << 18
 
     def allocate(self, cost, tol_scale):
+        cost = read_only(cost)
         cost_t = np.empty((cost.shape[1], cost.shape[0]), dtype=cost.dtype)
         transpose(cost, cost_t)
         extra = (np.empty(cost.shape[1]), np.empty(cost.shape[1], dtype=np.int64))  # best_delta, best_id

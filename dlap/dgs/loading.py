@@ -44,17 +44,17 @@ _loaders: dict[tuple, _Loader] = {}
 _warned: set[tuple] = set()
 
 
-def _key(device: str, dtype, writeable: bool = True) -> tuple:
-    return device, np.dtype(dtype).str, bool(writeable)
+def _key(device: str, dtype) -> tuple:
+    return device, np.dtype(dtype).str
 
 
 def _matrix_key(device: str, matrix) -> tuple:
-    return _key(device, matrix.dtype, getattr(matrix.flags, "writeable", True))
+    return _key(device, matrix.dtype)
 
 
 def kernels_ready(device: str, matrix) -> bool:
-    """Whether DGS's kernels for ``matrix`` (its dtype, and whether it is read-only: Numba
-    compiles those apart) are loaded on ``device``."""
+    """Whether DGS's kernels for ``matrix``'s dtype are loaded on ``device`` (the CPU's read every
+    matrix as a read-only view, writable or not: :func:`dlap.backends.numba_setup.read_only`)."""
     return _matrix_key(device, matrix) in _loaded
 
 
@@ -68,7 +68,7 @@ def mark_loaded(device: str, matrix) -> None:
 def load_dgs_kernels(dtype="float64", device: str = "auto") -> None:
     """Load the compiled Deep Greedy Switching kernels for cost matrices of ``dtype`` on
     ``device`` ("cpu", "gpu", or "auto": the GPU when one is visible), minimised or maximised,
-    writable or read-only (memory-mapped), so that ``solve(method="dgs", time_limit=...)``
+    so that ``solve(method="dgs", time_limit=...)``
     switches from its first call. Takes 0.3 to 1 s once per process (more on a machine's first
     run, which compiles them into the disk cache); a no-op for what is loaded already."""
     from ..api import DEVICES, _check_choice, choose_device, gpu_available
@@ -79,19 +79,17 @@ def load_dgs_kernels(dtype="float64", device: str = "auto") -> None:
     device = "gpu" if device == "auto" and gpu_available() else choose_device(np.zeros((1, 1)), device)
     dtype = np.dtype(dtype)
     for solved in dict.fromkeys(working_dtype(dtype, maximize) for maximize in (False, True)):
-        for writeable in (True, False) if device == "cpu" else (True,):
-            key = _key(device, solved, writeable)
-            if key not in _loaded:
-                _load(device, solved, writeable, None)
-                _loaded.add(key)
+        key = _key(device, solved)
+        if key not in _loaded:
+            _load(device, solved, None)
+            _loaded.add(key)
 
 
-def _load(device: str, dtype: np.dtype, writeable: bool, gpu_id: int | None) -> None:
+def _load(device: str, dtype: np.dtype, gpu_id: int | None) -> None:
     """One tiny DGS solve per switching of ``device``, so every kernel it uses is loaded."""
     from ..api import solve
 
     tiny = warm_up_matrix(dtype)
-    tiny.setflags(write=writeable)
     if device == "gpu":
         import cupy
 
@@ -111,10 +109,11 @@ def _start_thread_team(tiny: np.ndarray) -> None:
     """Start Numba's thread team: the tiny solves ran on one thread, and a first parallel region
     that starts it takes up to 0.1 s on a busy machine (a large solve runs on the team)."""
     from ..backends.cpu_dgs import transpose
+    from ..backends.numba_setup import read_only
     from ..threads import SERIAL_MAX_ENTRIES, solve_threads
 
     with solve_threads(SERIAL_MAX_ENTRIES):
-        transpose(tiny, np.empty(tiny.shape[::-1], dtype=tiny.dtype))
+        transpose(read_only(tiny), np.empty(tiny.shape[::-1], dtype=tiny.dtype))
 
 
 class _Loader:
@@ -129,9 +128,9 @@ class _Loader:
         self.thread.start()
 
     def _run(self, gpu_id):
-        device, dtype, writeable = self.key
+        device, dtype = self.key
         try:
-            _load(device, np.dtype(dtype), writeable, gpu_id)
+            _load(device, np.dtype(dtype), gpu_id)
             _loaded.add(self.key)
         except BaseException as e:  # reported to the solve that waits for it
             self.error = e

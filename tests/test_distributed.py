@@ -198,13 +198,13 @@ def test_scaling_across_ranks_is_the_one_process_engine_bit_for_bit(client, fami
 
 @pytest.fixture
 def small_workers():
-    """Two workers with 20 MB each (memory management off, so they live): a matrix of more
-    than 8 MB fits neither. (Two: a third process on a 2-core machine makes every collective
+    """Two workers with 12 MB each (memory management off, so they live): a matrix of more
+    than 3 MB fits neither (a rank holds the matrix and the pieces on their way to it). (Two: a third process on a 2-core machine makes every collective
     wait for a descheduled rank, and the searches take one per step. Per test: a second client
     kept alive would become the default client of the module's other tests.)"""
     config = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
     with dask.config.set(config), distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, memory_limit="20MB", dashboard_address=":0") as cluster, \
+            n_workers=2, threads_per_worker=1, memory_limit="12MB", dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as c:
         yield c
 
@@ -230,11 +230,11 @@ def test_auto_hands_split_structured_costs_to_scaling(small_workers, family):
     over to the ε-scaling engine over their column slabs, as dlap.solve does on one device: its
     optimum, certified, and with the columns split evenly or not exactly the same decisions
     (bids, searches, rows scanned, duals)."""
-    cost = dlap.generate.family(family, 1050, seed=3)
+    cost = dlap.generate.family(family, 700, seed=3)  # 3.9 MB
     maximize = family in dlap.generate.MAXIMIZE
     alone = dlap.solve(cost, maximize=maximize, device="cpu")
-    results = [dd.solve(da.from_array(cost, chunks=(1050, widths)), small_workers, maximize=maximize, device="cpu")
-               for widths in ((525, 525), (200, 850))]  # one chunk per rank: the slabs' bounds
+    results = [dd.solve(da.from_array(cost, chunks=(700, widths)), small_workers, maximize=maximize, device="cpu")
+               for widths in ((350, 350), (150, 550))]  # one chunk per rank: the slabs' bounds
     for result in results:
         assert result.stats.method == "distributed-scaling" == f"distributed-{alone.stats.method}"
         assert result.stats.phase_counts["ranks"] == 2

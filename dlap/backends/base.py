@@ -32,7 +32,7 @@ FLOAT_TOL_SCALE = 8 * np.finfo(np.float64).eps
 KEEP_UNCOVERED, KEEP_ROW, SCAN_ROW = 0, 1, 2
 
 
-def compression_plan(xp, state: HungarianState, theta: float):
+def compression_plan(state: HungarianState, theta: float) -> np.ndarray:
     """How the compression after the dual update by ``theta`` makes each row's edges (int8 array
     of :data:`SCAN_ROW` and the others), from the forest that update left (section 4.4).
 
@@ -44,12 +44,14 @@ def compression_plan(xp, state: HungarianState, theta: float):
     whose smallest uncovered slack, less twice its tolerance (``forest_low``, left by
     ``classical_theta``), is within ``theta`` (and its tolerance) are scanned again: exactly the
     rows at slack ``theta`` for integer costs; for float costs, every row where the zero-slack
-    test (a few ulps) can pass after the shift. One read of those rows instead of the matrix."""
-    how = xp.full(state.n_rows, KEEP_UNCOVERED, dtype=np.int8)
+    test (a few ulps) can pass after the shift. One read of those rows instead of the matrix.
+    Host arrays (the CPU backend's); the GPU applies the same rule in one kernel
+    (``compression_plan`` in cuda/classical.cu)."""
+    how = np.full(state.n_rows, KEEP_UNCOVERED, dtype=np.int8)
     n_q = state.n_forest_rows
     if n_q:  # (a Dask rank's slab may hold none of the forest's rows)
         within = state.forest_low[:n_q] <= rescan_bound(theta, state.tol_scale)
-        how[state.rows_q[:n_q]] = xp.where(within, SCAN_ROW, KEEP_ROW).astype(np.int8)
+        how[state.rows_q[:n_q]] = np.where(within, SCAN_ROW, KEEP_ROW).astype(np.int8)
     return how
 
 

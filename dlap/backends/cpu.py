@@ -105,7 +105,7 @@ class CPUBackend(Backend):
         return self._compress(state, np.full(state.n_rows, SCAN_ROW, dtype=np.int8))
 
     def recompress(self, state, theta):
-        return self._compress(state, compression_plan(np, state, theta))
+        return self._compress(state, compression_plan(state, theta))
 
     @staticmethod
     def _compress(state, how) -> int:

@@ -83,10 +83,16 @@ def row_duals_from_columns(C, v, u):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def slack_tolerance(c, ui, vj, tol_scale):
+    """The zero-slack test's bound on the rounding error of ``c - ui - vj`` (0 for integer costs)."""
+    return tol_scale * (abs(c) + abs(ui) + abs(vj))
+
+
+@njit(cache=True, nogil=True, inline="always")
 def zero_slack(c, ui, vj, tol_scale):
     """The zero-slack test of the module docstring (exact for integer costs: ``tol_scale = 0``)."""
     slack = c - ui - vj
-    return slack < INF and slack <= tol_scale * (abs(c) + abs(ui) + abs(vj))
+    return slack < INF and slack <= slack_tolerance(c, ui, vj, tol_scale)
 
 
 @njit(cache=True, nogil=True)
@@ -353,10 +359,11 @@ def classical_theta(C, u, v, rows_q, n_q, col_seen, tol_scale, forest_low):
         for j in range(n_cols):
             if not col_seen[j]:
                 c = np.float64(C[i, j])
-                r = c - ui - v[j]
+                vj = v[j]
+                r = c - ui - vj
                 if r < low:
                     low = r
-                r -= 2 * tol_scale * (abs(c) + abs(ui) + abs(v[j]))
+                r -= 2 * slack_tolerance(c, ui, vj, tol_scale)
                 if r < low_tol:
                     low_tol = r
         row_low[q] = low

@@ -498,6 +498,30 @@ def test_a_slab_of_many_pieces_is_filled_in_place(client, tmp_path, monkeypatch,
     assert slabs_left_filling(client) == 0
 
 
+def test_a_held_chunk_that_is_a_slab_is_used_as_it_is(client):
+    """Two persisted row chunks, both held by the first rank's worker: that rank's slab is its
+    chunk itself (no cut), the second rank's is cut where the chunk lies and moved; the
+    optimum, and the caller's chunks unchanged."""
+    from dlap.distributed.cluster import worker_addresses
+
+    cost = uniform_block((0, 160), (0, 160), 160, 2000, 23).astype(np.int32)
+    first, second = worker_addresses(client)[:2]
+    arr = client.persist(da.from_array(cost, chunks=(80, 160)), workers=[first])
+    distributed.wait(arr)
+    assert all(held == (first,) for held in client.who_has(arr).values())
+    with distributed.get_task_stream(client) as stream:
+        result = dd.solve(arr, client, method="classical", workers=[first, second])
+    assert result.objective == dlap.solve(cost).objective and result.verify(cost).optimal
+    keys = [str(t["key"]) for t in stream.data]
+    # dlap-cut-<solve>-<rank>-...: the second rank's only; each rank's slab made by one task
+    # (dlap-slab-<solve>-<rank>), the first from its chunk
+    cut = {k[len("dlap-cut-"):].split("-")[1] for k in keys if k.startswith("dlap-cut-")}
+    slabs = sorted(k.rsplit("-", 1)[1] for k in keys if k.startswith("dlap-slab-"))
+    assert cut == {"1"} and slabs == ["0", "1"], keys
+    assert result.stats.phase_counts["placement_moved_bytes"] == cost[80:].nbytes
+    assert np.array_equal(arr.compute(), cost)
+
+
 def test_a_slab_that_fails_to_fill_is_dropped(client, monkeypatch):
     """A NaN in a later piece of a slab: scipy's error, and the half-filled slabs are freed on
     every worker."""

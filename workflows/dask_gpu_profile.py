@@ -8,7 +8,8 @@ with a device synchronisation on both sides, so each call's time is its own; a w
 inside another is counted in both. Then: ``--solves`` distributed solves of the same row-split
 matrix (classical, JV init; the first one makes the NCCL communicator, the others reuse it), the
 client's phases of each, and rank 0's per-method totals of the last; then ``dlap.solve`` on a
-CuPy copy on one GPU, classical with JV and auto, with the same totals.
+CuPy copy on one GPU, classical with JV and auto, with the same totals. One more distributed
+solve runs under cProfile in this process, to show where the client's part of the wall time goes.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from collections import defaultdict
 #: (module, class, methods) wrapped with synchronised timers
 TIMED = (
     ("dlap.backends.gpu", "GPUBackend", (
-        "compress", "classical_forward_pass", "classical_theta", "classical_shift", "reverse_pass", "augment",
+        "compress", "recompress", "classical_forward_pass", "classical_theta", "classical_shift", "reverse_pass",
+        "augment",
         "optimality_check", "row_minima_terms", "row_duals", "column_minima", "jv_initialisation",
         "bidding_rounds")),
     ("dlap.distributed.backend", "DistributedBackend", (
-        "compress", "classical_theta", "augment", "jv_initialisation", "_bidding_round", "_row_minima_terms",
-        "_row_minima")),
+        "compress", "recompress", "_gather_edges", "classical_theta", "augment", "jv_initialisation",
+        "_bidding_round", "_row_minima_terms", "_row_minima")),
     ("dlap.distributed.comm", "NCCLComm", ("allgather", "allreduce", "bcast")),
     ("dlap.distributed.engine", "DistributedSolver", ("solve", "certificate_terms")),
 )
@@ -82,6 +84,23 @@ def table(times: dict) -> str:
     return "\n".join(f"    {k:45s} {s:8.4f} s {c:6d} calls" for k, (s, c) in sorted(times.items(), key=lambda kv: -kv[1][0]))
 
 
+def client_side(solve) -> None:
+    """One more solve under cProfile in this process: where the client's time goes (placement,
+    the scheduler's round trips, waiting for the ranks)."""
+    import cProfile
+    import io
+    import pstats
+
+    profile = cProfile.Profile()
+    start = time.perf_counter()
+    profile.enable()
+    solve()
+    profile.disable()
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats("dlap/distributed", 30)
+    print(f"client side of one solve ({time.perf_counter() - start:.3f} s, profiled):\n{out.getvalue()}", flush=True)
+
+
 def main() -> None:
     import cupy
     import distributed
@@ -112,6 +131,7 @@ def main() -> None:
                   + ", ".join(f"{k} {v:.4f}" for k, v in s.phase_seconds.items()), flush=True)
         for worker, times in sorted(client.run(collect).items()):
             print(f"  {worker} (last solve):\n{table(times)}", flush=True)
+        client_side(lambda: dd.solve(rows, client, method="classical", init="jv"))
     install()
     matrix = cupy.asarray(uniform_counter(n, 10))
     for method in ("classical", "classical", "auto", "auto"):

@@ -60,6 +60,7 @@ class DistributedBackend(DistributedScaling):
         self.split = SPLIT_AXIS[method]
         self.bounds, self.rank = bounds, rank
         self.lo, self.hi = bounds[rank], bounds[rank + 1]
+        self.bounds_array = xp.asarray(np.asarray(bounds, dtype=np.int64))  # on the device, once
         self.level = 0.0  # the dual level the last tree forward pass reached
         self._waves = None  # the tree waves' buffers (_wave_buffers)
         self.tallies = dict.fromkeys(
@@ -162,16 +163,18 @@ class DistributedBackend(DistributedScaling):
         xp = self.xp
         rows = xp.sort(state.free_rows[: state.n_free]).astype(np.int64)  # a GPU lists them in any order
         cols, dec = _bids(self._row_minima_terms(state, rows), eps, xp)
-        bidding = cols >= 0
-        rows, cols, dec = rows[bidding], cols[bidding], dec[bidding]
-        # per column the largest decrement wins, ties to the lowest row
+        # per column the largest decrement wins, ties to the lowest row; the rows that make no
+        # bid (column -1) sort first and win nothing: one compaction, one host read
         order = xp.lexsort(xp.stack([rows.astype(np.float64), -dec, cols.astype(np.float64)]))
         rows, cols, dec = rows[order], cols[order], dec[order]
-        first = xp.ones(cols.shape[0], dtype=bool)
-        first[1:] = cols[1:] != cols[:-1]
-        rows, cols, dec = rows[first], cols[first], dec[first]
+        won = cols >= 0
+        won[1:] &= cols[1:] != cols[:-1]
+        won = xp.flatnonzero(won)
+        rows, cols, dec = rows[won], cols[won], dec[won]
         evicted = state.col_match[cols]
-        state.row_match[evicted[evicted >= 0]] = -1
+        # the evicted rows lose their columns (a column held by none points at its bidder, whose
+        # entry the next line writes: bidders are free, so never evicted)
+        state.row_match[xp.where(evicted >= 0, evicted, rows)] = -1
         state.row_match[rows] = cols.astype(state.row_match.dtype)
         state.col_match[cols] = rows.astype(state.col_match.dtype)
         state.v[cols] -= dec
@@ -187,8 +190,12 @@ class DistributedBackend(DistributedScaling):
         self._load_duals(state)
         if self.split == 0:
             s.col_match[:] = state.col_match
-            mine = rows[(rows >= self.lo) & (rows < self.hi)] - self.lo
-            return self.comm.allgatherv(self.local.row_minima_terms(s, mine).ravel()).reshape(-1, 5)
+            # each rank's share of the ascending rows, known to every rank: one host read, no
+            # collective of the sizes
+            edges = _host(xp.searchsorted(rows, self.bounds_array)).tolist()
+            mine = rows[edges[self.rank] : edges[self.rank + 1]] - self.lo
+            sizes = [5 * (b - a) for a, b in zip(edges, edges[1:], strict=False)]
+            return self.comm.allgatherv(self.local.row_minima_terms(s, mine).ravel(), sizes=sizes).reshape(-1, 5)
         s.col_match[:] = state.col_match[self.lo : self.hi]
         local = self.local.row_minima_terms(s, rows)
         for k in (1, 4):
@@ -223,8 +230,7 @@ class DistributedBackend(DistributedScaling):
             claimed = stacked >= 0
             rows = xp.flatnonzero(claimed.any(axis=0))
             owner = xp.argmax(claimed[:, rows], axis=0)  # the lowest rank with a claim
-            offsets = xp.asarray(np.asarray(self.bounds[:-1], dtype=np.int64))
-            cols = stacked[owner, rows] + offsets[owner]
+            cols = stacked[owner, rows] + self.bounds_array[owner]
         install_assignment(state, rows, cols)
         return int(rows.shape[0])
 
@@ -242,13 +248,15 @@ class DistributedBackend(DistributedScaling):
         return self.local.reverse_pass(state)
 
     def augment(self, state) -> None:
-        """The augmentation (4.3.3) on the replica, then the root's assignment on every rank."""
+        """The augmentation (4.3.3) on the replica, then the root's assignment on every rank: its
+        row and column matches in one broadcast, copied over the replica's (no host read)."""
         self.local.augment(state)
         if self.comm.size == 1:
             return
-        root = self.comm.bcast(state.row_match)
-        rows = self.xp.flatnonzero(root >= 0)
-        install_assignment(state, rows, root[rows])
+        n = state.n_rows
+        root = self.comm.bcast(self.xp.concatenate((state.row_match, state.col_match)))
+        state.row_match[:] = root[:n]
+        state.col_match[:] = root[n:]
 
     # ------------------------------------------------------------------ classical (either split)
 
@@ -270,17 +278,20 @@ class DistributedBackend(DistributedScaling):
         """The global CSR on every rank from the slabs' (``nnz`` edges on this rank's)."""
         s, xp = self.slab, self.xp
         counts = s.row_ptr[1:] - s.row_ptr[:-1]
-        # the local backend's index dtype: the GPU's forward pass reads 32-bit column indices
-        cols = (s.col_idx[:nnz] + (self.lo if self.split == 1 else 0)).astype(s.col_idx.dtype, copy=False)
-        # two collectives: the rows' edge counts (their lengths follow from the slab bounds), then
-        # the edges (each rank's total follows from its counts)
+        # two collectives: the rows' edge counts, then the edges
         if self.split == 0:
-            bounds = np.asarray(self.bounds)
-            counts = self.comm.allgatherv(counts, sizes=np.diff(bounds).tolist())
-            before = xp.concatenate((xp.zeros(1, dtype=counts.dtype), xp.cumsum(counts)))  # edges before each row
-            edges = np.diff(_host(before[xp.asarray(bounds)])).tolist()  # each rank's
-            state.col_idx = self.comm.allgatherv(cols, sizes=edges)
+            # each rank's edge total travels ahead of its rows' counts (whose lengths follow from
+            # the slab bounds): one host read of the totals sizes the edges' all-gather
+            sizes = np.diff(self.bounds).tolist()
+            header = xp.empty(max(sizes) + 1, dtype=np.int64)
+            header[0] = nnz
+            header[1 : 1 + counts.shape[0]] = counts
+            stacked = self.comm.allgather(header)
+            counts = xp.concatenate([stacked[r, 1 : 1 + k] for r, k in enumerate(sizes)])
+            state.col_idx = self.comm.allgatherv(s.col_idx[:nnz], sizes=_host(stacked[:, 0]).tolist())
         else:
+            # the local backend's index dtype: the GPU's forward pass reads 32-bit column indices
+            cols = (s.col_idx[:nnz] + self.lo).astype(s.col_idx.dtype, copy=False)
             per_rank = self.comm.allgather(counts)  # (ranks, rows)
             state.col_idx = self.comm.allgatherv(cols, sizes=[int(t) for t in _host(per_rank.sum(axis=1))])
             rows = xp.repeat(xp.tile(xp.arange(state.n_rows), self.comm.size), per_rank.ravel())

@@ -10,12 +10,13 @@ matrix is:
 - a dask array the caller has persisted: each chunk's share, cut in bands on the worker that
   holds the chunk (``dlap-cut``), so only that share crosses the network (over NVLink with
   ``protocol="ucx"``); the ranks go to the workers that hold most of their slabs
-  (:func:`~.data.plan_ranks`);
+  (:func:`~.data.plan_ranks`), and a rank's worker that holds its whole slab as one chunk uses
+  that chunk;
 - any other dask array (e.g. :func:`dlap.generate.geometric_dask`): its chunks, each computed by
   tasks pinned to rank r's worker, so that it is generated or read where it will live.
 
 A slab of one piece is that piece in the solved form (``dlap-slab``: no copy where the piece is
-in that form already, so a generated chunk per rank is the slab). A slab of several pieces is
+in that form already, so a generated or held chunk per rank is the slab). A slab of several pieces is
 allocated once (``dlap-open-slab``) and each piece is written into it as it arrives
 (``dlap-write-slab``), with at most :data:`BUFFER_BYTES` of pieces on the way per rank (or one
 piece, if larger; the pieces just written are released a moment after the next ones are asked
@@ -182,17 +183,31 @@ def zarr_pieces(client, source: Source, region, gpu: bool, pin: dict, name: str)
     return pieces
 
 
-def held_pieces(client, source: Source, holders: dict, region, name: str) -> list[Piece]:
+def held_pieces(client, source: Source, holders: dict, region, name: str, worker: str) -> list[Piece]:
     """Each held chunk's share of ``region``, in bands, cut on the worker that holds the chunk.
     The tasks' keys are this solve's own: keys derived from the caller's collection (dask's
     ``getitem-...``) could meet an earlier task of the same key and inherit its worker
     restrictions. A cut is pinned to its holder (left free, the scheduler moves a whole chunk to
-    an idle worker rather than wait for a busy holder)."""
+    an idle worker rather than wait for a busy holder).
+
+    A region that is one whole chunk held by the rank's own ``worker`` is that chunk, one piece
+    made by no task: the slab is the chunk itself where it is in the solved form (the solver
+    never writes its matrix), with no copy and no second slab's worth of memory. With the 13
+    bands of such a 3.2 GB chunk cut and written, placement took 0.15-0.34 s of each solve on
+    two H100s (n = 40000, one row chunk per GPU); with the chunk as the slab, 0.02 s
+    (workflows/results/dask-gpu-20261125-x2h100-s13-placement-ab.log)."""
     from distributed import Future
 
     edges, itemsize = chunk_edges(source), source.dtype.itemsize
+    shares = list(_chunks_within(source, region))
+    if len(shares) == 1 and holders[shares[0][0]] == worker:
+        (i, j), (rows, cols) = shares[0]
+        whole = ((edges[0][i], edges[0][i + 1]), (edges[1][j], edges[1][j + 1]))
+        if (rows, cols) == region == whole:
+            chunk = Future((source.array.name, i, j), client)
+            return [Piece(lambda: chunk, (slice(*rows), slice(*cols)), (rows[1] - rows[0]) * (cols[1] - cols[0]) * itemsize)]
     pieces = []
-    for (i, j), (rows, cols) in _chunks_within(source, region):
+    for (i, j), (rows, cols) in shares:
         chunk = Future((source.array.name, i, j), client)
         pin = {"workers": [holders[(i, j)]], "allow_other_workers": False}
         for a, b in _bands(rows[0], rows[1], _rows_per_piece(cols[1] - cols[0], itemsize)):
@@ -312,7 +327,7 @@ def place_slabs(client, source: Source, plan: RankPlan, *, axis: int, bounds, tr
         if source.is_zarr:
             pieces = zarr_pieces(client, source, region, gpu, pin, f"dlap-read-zarr-{name}")
         elif plan.holders is not None:
-            pieces = held_pieces(client, source, plan.holders, region, f"dlap-cut-{name}")
+            pieces = held_pieces(client, source, plan.holders, region, f"dlap-cut-{name}", worker)
         else:
             pieces = chunk_pieces(client, source, region, pin)
         if len(pieces) == 1:

@@ -139,7 +139,7 @@ __global__ void classical_theta(const T* C, int n_cols, const int* rows_q, const
         scan_row<1>(C + static_cast<size_t>(i) * n_cols, n_cols, v, col_seen, [&](int, double c, double vj) {
             const double r = c - ui - vj;
             best = r < best ? r : best;
-            const double r_tol = r - 2 * tol_scale * (fabs(c) + fabs(ui) + fabs(vj));
+            const double r_tol = r - 2 * slack_tolerance(c, ui, vj, tol_scale);
             low = r_tol < low ? r_tol : low;
         });
         low = block_min(low, scratch);

@@ -50,11 +50,16 @@ __device__ __forceinline__ double widen(float x) {
     return static_cast<double>(x);
 }
 
-// Zero-slack test: exact for integers (tol_scale = 0); for floats a bound on the rounding error
-// of c - u - v, a few ulps of the operands (no fixed epsilon; the CPU backend uses the same).
+// The zero-slack test's bound on the rounding error of c - u - v: a few ulps of the operands, 0
+// for integers (tol_scale = 0); no fixed epsilon (cpu_kernels.slack_tolerance is the same).
+__device__ __forceinline__ double slack_tolerance(double c, double ui, double vj, double tol_scale) {
+    return tol_scale * (fabs(c) + fabs(ui) + fabs(vj));
+}
+
+// Zero-slack test: exact for integers; for floats within slack_tolerance.
 __device__ __forceinline__ bool zero_slack(double c, double ui, double vj, double tol_scale) {
     const double slack = c - ui - vj;
-    return slack < DLAP_INF && slack <= tol_scale * (fabs(c) + fabs(ui) + fabs(vj));
+    return slack < DLAP_INF && slack <= slack_tolerance(c, ui, vj, tol_scale);
 }
 
 // Order-preserving map of doubles onto u64, so atomicMin/atomicMax on u64 order doubles of any

@@ -522,6 +522,22 @@ def test_a_held_chunk_that_is_a_slab_is_used_as_it_is(client):
     assert np.array_equal(arr.compute(), cost)
 
 
+def test_a_piece_of_an_in_memory_matrix_carries_its_chunk_only(client):
+    """``da.from_array`` of a 32 MB matrix in 20 chunks: each chunk's Delayed holds the whole
+    graph, every chunk's data included, so each piece computed from it shipped the matrix (and
+    Dask warned of a large graph at each); placement culls each piece's graph to its chunk, and
+    no graph sent is large. The optimum."""
+    import warnings
+
+    cost = uniform_block((0, 2000), (0, 2000), 2000, 20000, 24).astype(np.float64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = dd.solve(da.from_array(cost, chunks=(100, 2000)), client, method="classical")
+    assert result.verify(cost).optimal
+    large = [str(w.message) for w in caught if "large graph" in str(w.message)]
+    assert not large, large[0]
+
+
 def test_a_slab_that_fails_to_fill_is_dropped(client, monkeypatch):
     """A NaN in a later piece of a slab: scipy's error, and the half-filled slabs are freed on
     every worker."""

@@ -218,14 +218,25 @@ def held_pieces(client, source: Source, holders: dict, region, name: str, worker
 
 def chunk_pieces(client, source: Source, region, pin: dict) -> list[Piece]:
     """The chunks ``region`` overlaps, each computed whole on the rank's worker (the piece is
-    its share of the chunk)."""
+    its share of the chunk), from the array's optimised graph culled to that chunk's tasks: a
+    chunk's ``Delayed`` carries the whole graph, which for ``da.from_array`` holds every chunk's
+    data, so each piece shipped the matrix (30 pieces of a 72 MB one: placement 1.5-5.6 s, culled
+    0.3-0.6 s; workflows/results/dask-cpu-20261125-s13-from-array-ab.md)."""
+    from dask.delayed import Delayed
+    from dask.optimization import cull
+
     delayed = source.array.to_delayed()
+    graph = dict(delayed.flat[0].dask)  # the one optimised graph every chunk's Delayed shares
     edges = chunk_edges(source)
     pieces = []
     for (i, j), (rows, cols) in _chunks_within(source, region):
         shape = (edges[0][i + 1] - edges[0][i], edges[1][j + 1] - edges[1][j])
         whole = (rows[1] - rows[0], cols[1] - cols[0]) == shape
-        make = functools.partial(client.compute, delayed[i, j], **pin)
+        key = delayed[i, j].key
+        # a chunk already held by a future (a persisted input still being computed, so not
+        # planned as held) is no task of the graph: its Delayed stands as it is
+        chunk = Delayed(key, cull(graph, [key])[0]) if key in graph else delayed[i, j]
+        make = functools.partial(client.compute, chunk, **pin)
         pieces.append(Piece(make, (slice(*rows), slice(*cols)), shape[0] * shape[1] * source.dtype.itemsize,
                             None if whole else _in_chunk(edges, i, j, rows, cols)))
     return pieces

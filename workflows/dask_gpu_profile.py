@@ -22,8 +22,7 @@ from collections import defaultdict
 TIMED = (
     ("dlap.backends.gpu", "GPUBackend", (
         "compress", "recompress", "classical_forward_pass", "classical_theta", "classical_shift", "reverse_pass",
-        "augment",
-        "optimality_check", "row_minima_terms", "row_duals", "column_minima", "jv_initialisation",
+        "augment", "optimality_check", "row_minima_terms", "row_duals", "column_minima", "jv_initialisation",
         "bidding_rounds")),
     ("dlap.distributed.backend", "DistributedBackend", (
         "compress", "recompress", "_gather_edges", "classical_theta", "augment", "jv_initialisation",

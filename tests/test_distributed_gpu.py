@@ -153,6 +153,31 @@ def test_auto_solves_a_persisted_integer_matrix_where_it_lies(client):
     assert "one_rank_moved_bytes" not in alone.stats.phase_counts
 
 
+def test_auto_splits_a_large_integer_matrix_over_the_gpus(client, monkeypatch):
+    """method="auto", an integer matrix of at least SPLIT_MIN_ENTRIES entries that fits one GPU
+    (the bound lowered to 3000 x 3000 here): split over every GPU with the classical variant
+    where the ranks make their own row slabs, the single-GPU optimum; on one rank where every
+    rank would make the whole matrix (column chunks), for floats, and below the bound."""
+    import sys
+
+    import cupy
+
+    workers = worker_addresses(client)
+    if len(workers) < 2:
+        pytest.skip("needs two GPUs")
+    monkeypatch.setattr(sys.modules["dlap.distributed.solve"], "SPLIT_MIN_ENTRIES", 3000 * 3000)
+    n = 3000
+    expected = dlap.solve(uniform_block((0, n), (0, n), n, 10 * n, 4, cupy)).objective
+    split = dd.solve(uniform_dask(n, 10, seed=4, chunks=(500, n), gpu=True), client)
+    assert split.stats.phase_counts["ranks"] == len(workers) and split.stats.method == "distributed-classical"
+    assert split.objective == expected and split.verify().optimal
+    for matrix in (uniform_dask(n, 10, seed=4, chunks=(n, 1500), gpu=True),
+                   uniform_dask(n, 10, seed=4, chunks=(500, n), gpu=True).astype(np.float32),
+                   uniform_dask(n, 10, m=n - 1, seed=4, chunks=(500, n - 1), gpu=True)):
+        alone = dd.solve(matrix, client)
+        assert alone.stats.phase_counts["ranks"] == 1 and alone.verify().optimal
+
+
 def test_zarr_read_into_gpu_memory(client, tmp_path):
     path = str(tmp_path / "cost.zarr")
     uniform_dask(1500, 1, seed=2, chunks=(500, 1500)).to_zarr(path)

@@ -132,6 +132,19 @@ def local_bytes(source: Source, holders, axis: int, bounds, candidates) -> np.nd
     return held
 
 
+def made_bytes(source: Source, held: bool, axis: int, bounds) -> np.ndarray:
+    """The bytes of a dask array that placement computes on each rank's worker for slabs
+    ``bounds`` along ``axis``: a chunk that is not ``held`` (generated, derived) is made whole by
+    each rank whose slab it overlaps (which keeps its share), so with column chunks of a row
+    split every rank makes the whole matrix; a held chunk is only cut (its share counted)."""
+    edges, bounds = chunk_edges(source)[axis], np.asarray(bounds)
+    lo = np.maximum(edges[:-1, None], bounds[None, :-1])
+    hi = np.minimum(edges[1:, None], bounds[None, 1:])
+    # (chunk band along `axis`, rank): its share of the rank's slab, or the whole band if it overlaps
+    made = np.clip(hi - lo, 0, None) if held else np.where(hi > lo, np.diff(edges)[:, None], 0)
+    return made.sum(axis=0) * source.shape[1 - axis] * source.dtype.itemsize
+
+
 @dataclass(frozen=True)
 class RankPlan:
     """Which worker runs each rank, and what placement must move to get the slabs there."""

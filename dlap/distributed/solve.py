@@ -20,7 +20,7 @@ from . import registry
 from .backend import SPLIT_AXIS
 from .cluster import UCX_ENVIRONMENT, connected, gpus_visible, ucx_waits_spin, worker_addresses
 from .comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
-from .data import as_source, plan_ranks, slab_bounds, source_offset, source_range
+from .data import as_source, chunk_holders, made_bytes, plan_ranks, slab_bounds, source_offset, source_range
 from .engine import RankSpec, run_rank
 from .placement import BUFFER_BYTES, place_slabs
 from .progress import watch
@@ -40,6 +40,16 @@ TICK = 0.005
 #: vectors of n, the zero-slack graph), on a CPU worker of its memory limit (or of the host's
 #: memory), below distributed's thresholds for spilling (60%) and pausing (80%)
 ONE_RANK_MEMORY_SHARE = {"gpu": 0.85, "cpu": 0.5}
+#: method="auto" splits an integer matrix of at least this many entries over the GPU workers
+#: (classical variant, row slabs) even where it fits one of them: the dual updates' theta pass,
+#: most of one GPU's time at that size, is shared out, and each rank makes or reads only its own
+#: slab. The ranks' solve against dlap.solve on one GPU, uniform integers on 4 H200s
+#: (workflows/results/dask-gpu-20261126-x4h200-s14-strong-*; 2 ranks, 4 ranks):
+#: n = 40000, f = 10: -, 1.04x; n = 60000: f = 1 1.06x, 0.93x, f = 10 0.84x, 0.67x;
+#: n = 100000: f = 1 0.80x, 0.58x, f = 10 0.65x, 0.45x; n = 150000: f = 1 0.75x, 0.52x,
+#: f = 10 0.61x, 0.39x. The bound lies between the last loss and the first size where every
+#: split won (workflows/dask_gpu_auto_split.py checks it)
+SPLIT_MIN_ENTRIES = 80000 * 80000
 
 
 class WorkerLostError(RuntimeError):
@@ -99,13 +109,15 @@ def solve(
         where the matrix fits one worker (``ONE_RANK_MEMORY_SHARE`` of its GPU's free memory,
         or of its memory limit; placement fills the slab piece by piece, so the worker never
         holds the matrix twice), the whole solve runs on one rank with exactly what ``dlap.solve(method="auto")``
-        runs there, ε-scaling included: more ranks have been slower than one in every
-        measurement so far (README, "Dask"). ``stats.phase_counts["ranks"]`` is then 1 and
-        ``["ranks_offered"]`` the workers it could have used. Except where the data lies: on GPU
-        workers, an integer matrix persisted across them so that one rank would gather more of it
-        than the classical variant's row slabs need is solved there, split, with the classical
-        variant (``stats.phase_counts["one_rank_moved_bytes"]`` says what one rank would have
-        moved). A larger matrix is split, with the
+        runs there, ε-scaling included: below ``SPLIT_MIN_ENTRIES`` more ranks have been slower
+        than one (README, "Dask"). ``stats.phase_counts["ranks"]`` is then 1 and
+        ``["ranks_offered"]`` the workers it could have used. Two exceptions on GPU workers, for
+        integer costs, which are split with the classical variant: a matrix of at least
+        ``SPLIT_MIN_ENTRIES`` entries (80000 x 80000; from n = 100000 every split measured beat one
+        GPU, 0.39x-0.80x of its time on 2 and 4 H200s), and a matrix persisted across them so that
+        one rank would gather more of it than the classical variant's row slabs need
+        (``stats.phase_counts["one_rank_moved_bytes"]`` says what one rank would have
+        moved). A matrix that fits no worker is split, with the
         variant ``dlap.solve`` would pick on a CPU (classical for integer costs spanning at most
         ``n_cols`` values, else tree); on GPUs classical for integer costs (timed at n = 200000)
         and tree for floats, on which classical is about 20x slower (``dlap.solve`` picks the
@@ -167,7 +179,8 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         method, gpu = _auto_method(client, source, shape, candidates[:offered], device, maximize)
         if method == "auto" and gpu and source.dtype.kind in "biu" and wanted > 1:
             followed = _rows_where_they_lie(client, source, transposed, candidates, wanted, keep_order)
-            method = "classical" if followed else method
+            big = _split_pays(client, source, shape, transposed, wanted)
+            method = "classical" if followed or big else method
         wanted = 1 if method == "auto" else wanted
     split = SPLIT_AXIS[method]
     n_ranks = max(1, min(wanted, shape[split]))
@@ -274,6 +287,21 @@ def _rows_where_they_lie(client, source, transposed, candidates, wanted, keep_or
     n_ranks = max(1, min(wanted, source.shape[axis]))
     split = plan_ranks(client, source, axis, slab_bounds(source, axis, n_ranks), candidates, keep_order)
     return (one.moved_bytes, split) if split.moved_bytes < one.moved_bytes else None
+
+
+def _split_pays(client, source, shape, transposed, wanted) -> bool:
+    """For an integer matrix that fits one GPU: whether it has ``SPLIT_MIN_ENTRIES`` entries or
+    more, so that the classical variant's row split beats one GPU, and no rank would make as
+    much of it as one rank would (a dask array in column chunks that are not held is made whole
+    by every rank of a row split: then one rank makes it once)."""
+    if shape[0] * shape[1] < SPLIT_MIN_ENTRIES:
+        return False
+    if source.is_zarr:  # read in bands of the rank's own rows
+        return True
+    axis = 1 if transposed else 0
+    bounds = slab_bounds(source, axis, max(1, min(wanted, source.shape[axis])))
+    made = made_bytes(source, chunk_holders(client, source) is not None, axis, bounds)
+    return int(made.max()) < source.shape[0] * source.shape[1] * source.dtype.itemsize
 
 
 def _lenders(client, worker, offered) -> list:

@@ -45,7 +45,7 @@ ONE_RANK_MEMORY_SHARE = {"gpu": 0.85, "cpu": 0.5}
 #: most of one GPU's time at that size, is shared out, and each rank makes or reads only its own
 #: slab. The ranks' solve against dlap.solve on one GPU, uniform integers on 4 H200s
 #: (workflows/results/dask-gpu-20261126-x4h200-s14-strong-*; 2 ranks, 4 ranks):
-#: n = 40000, f = 10: -, 1.04x; n = 60000: f = 1 1.06x, 0.93x, f = 10 0.84x, 0.67x;
+#: n = 40000, f = 10: -, 1.03x; n = 60000: f = 1 1.06x, 0.93x, f = 10 0.84x, 0.67x;
 #: n = 100000: f = 1 0.80x, 0.58x, f = 10 0.65x, 0.45x; n = 150000: f = 1 0.75x, 0.52x,
 #: f = 10 0.61x, 0.39x. The bound lies between the last loss and the first size where every
 #: split won (workflows/dask_gpu_auto_split.py checks it)

@@ -395,29 +395,62 @@ def test_persisted_input_ranks_follow_the_data(client):
 
 def test_the_data_a_gpu_auto_solve_follows_is_what_the_solves_move(client):
     """The estimate behind method="auto" following a persisted integer matrix on GPU workers
-    (``_rows_where_they_lie``, reached only there; computed here on CPU workers): it names what
-    one rank would move and the classical split's plan exactly when the classical split moves
-    less, and those are the bytes the two solves move. Not persisted: no estimate."""
+    (``_auto_split``, reached only there; computed here on CPU workers): below
+    SPLIT_MIN_ENTRIES it names what one rank would move and the classical split's plan exactly
+    when the classical split moves less, and those are the bytes the two solves move. Not
+    persisted: no estimate."""
     from dlap.distributed.cluster import worker_addresses
     from dlap.distributed.data import as_source
-    from dlap.distributed.solve import _rows_where_they_lie
+    from dlap.distributed.solve import _auto_split
 
     cost = uniform_block((0, 300), (0, 300), 300, 3000, 14)
     workers = worker_addresses(client)
-    assert _rows_where_they_lie(client, as_source(da.from_array(cost, chunks=(100, 300))), False,
-                                workers, 3, False) is None
+    assert _auto_split(client, as_source(da.from_array(cost, chunks=(100, 300))), cost.shape, False,
+                       workers, 3, False) is None
     for chunks in [(100, 300), (300, 100)]:
         arr = da.from_array(cost, chunks=chunks).persist()
         distributed.wait(arr)
         one = dd.solve(arr, client, device="cpu").stats.phase_counts
         split = dd.solve(arr, client, method="classical").stats.phase_counts
         assert one["ranks"] == 1 and split["ranks"] == 3
-        followed = _rows_where_they_lie(client, as_source(arr), False, workers, 3, False)
+        followed = _auto_split(client, as_source(arr), cost.shape, False, workers, 3, False)
         if split["placement_moved_bytes"] < one["placement_moved_bytes"]:
             assert followed[0] == one["placement_moved_bytes"]
             assert followed[1].moved_bytes == split["placement_moved_bytes"]
         else:
             assert followed is None
+
+
+def test_a_gpu_auto_solve_splits_a_large_matrix_where_that_moves_and_makes_no_more(client, monkeypatch):
+    """``_auto_split`` from SPLIT_MIN_ENTRIES (lowered to the 300 x 300 matrix here): split where
+    the ranks make their own rows (row chunks, not persisted) or where the split moves no more of
+    a persisted matrix than one rank would (column chunks across the workers); one rank where
+    each rank would make the whole matrix (column chunks, not persisted) or where one worker
+    holds it all."""
+    import sys
+
+    from dlap.distributed.cluster import worker_addresses
+    from dlap.distributed.data import as_source
+    from dlap.distributed.solve import _auto_split
+
+    monkeypatch.setattr(sys.modules["dlap.distributed.solve"], "SPLIT_MIN_ENTRIES", 300 * 300)
+    cost = uniform_block((0, 300), (0, 300), 300, 3000, 15)
+    workers = worker_addresses(client)
+
+    def decide(arr):
+        return _auto_split(client, as_source(arr), cost.shape, False, workers, 3, False)
+
+    made = decide(da.from_array(cost, chunks=(100, 300)))
+    assert made[0] is None and made[1].workers == workers
+    assert decide(da.from_array(cost, chunks=(300, 100))) is None
+    spread = da.from_array(cost, chunks=(300, 100)).persist()
+    distributed.wait(spread)
+    one_moved, plan = decide(spread)
+    assert plan.moved_bytes <= one_moved
+    assert dd.solve(spread, client, method="classical").stats.phase_counts["placement_moved_bytes"] == plan.moved_bytes
+    held = client.persist(da.from_array(cost, chunks=(100, 300)), workers=workers[:1])
+    distributed.wait(held)
+    assert decide(held) is None
 
 
 def test_persisted_input_is_cut_where_it_lives(client):

@@ -20,7 +20,7 @@ from . import registry
 from .backend import SPLIT_AXIS
 from .cluster import UCX_ENVIRONMENT, connected, gpus_visible, ucx_waits_spin, worker_addresses
 from .comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
-from .data import as_source, chunk_holders, made_bytes, plan_ranks, slab_bounds, source_offset, source_range
+from .data import as_source, made_bytes, plan_ranks, slab_bounds, source_offset, source_range
 from .engine import RankSpec, run_rank
 from .placement import BUFFER_BYTES, place_slabs
 from .progress import watch
@@ -114,8 +114,9 @@ def solve(
         ``["ranks_offered"]`` the workers it could have used. Two exceptions on GPU workers, for
         integer costs, which are split with the classical variant: a matrix of at least
         ``SPLIT_MIN_ENTRIES`` entries (80000 x 80000; from n = 100000 every split measured beat one
-        GPU, 0.39x-0.80x of its time on 2 and 4 H200s), and a matrix persisted across them so that
-        one rank would gather more of it than the classical variant's row slabs need
+        GPU, 0.39x-0.80x of its time on 2 and 4 H200s) unless the split would move more of it
+        than one rank or make it once per rank (``_auto_split``), and a matrix persisted across
+        them so that one rank would gather more of it than the classical variant's row slabs need
         (``stats.phase_counts["one_rank_moved_bytes"]`` says what one rank would have
         moved). A matrix that fits no worker is split, with the
         variant ``dlap.solve`` would pick on a CPU (classical for integer costs spanning at most
@@ -174,13 +175,12 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
             f"method='scaling' across the ranks solves square matrices (this one is {n_rows} x {n_cols}): "
             "its exact phase would need virtual rows; use method='auto' or 'tree'")
     auto = method == "auto"
-    followed = None  # (bytes one rank would move, the classical split's plan): auto follows the data
+    followed = None  # (bytes one rank would move, the classical split's plan): auto splits
     if auto:
         method, gpu = _auto_method(client, source, shape, candidates[:offered], device, maximize)
         if method == "auto" and gpu and source.dtype.kind in "biu" and wanted > 1:
-            followed = _rows_where_they_lie(client, source, transposed, candidates, wanted, keep_order)
-            big = _split_pays(client, source, shape, transposed, wanted)
-            method = "classical" if followed or big else method
+            followed = _auto_split(client, source, shape, transposed, candidates, wanted, keep_order)
+            method = "classical" if followed else method
         wanted = 1 if method == "auto" else wanted
     split = SPLIT_AXIS[method]
     n_ranks = max(1, min(wanted, shape[split]))
@@ -248,7 +248,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     result.stats.phase_counts["ranks_offered"] = offered
     if plan.moved_bytes is not None:
         result.stats.phase_counts["placement_moved_bytes"] = plan.moved_bytes
-    if followed:
+    if followed and followed[0] is not None:
         result.stats.phase_counts["one_rank_moved_bytes"] = followed[0]
     return result
 
@@ -271,37 +271,34 @@ def _auto_method(client, source, shape, candidates, device, maximize) -> tuple[s
     return ("classical" if int(hi) - int(lo) <= shape[1] else "tree"), gpu
 
 
-def _rows_where_they_lie(client, source, transposed, candidates, wanted, keep_order):
-    """For an integer matrix that fits one GPU but is persisted across the GPU workers: where one
-    rank would have to gather more of it than the classical variant's row slabs need, the bytes
-    one rank would move and the classical split's :func:`plan_ranks` (the plan the solve then
-    uses); else (or for input that is not persisted) None. The ranks follow the data then:
-    n = 40000 int32 in one row chunk per H200, two ranks took 0.54-0.60 s where one rank took
-    0.49-0.51 s of solve after 2.5-4.3 s of moving the other half over tcp
-    (workflows/results/dask-gpu-20261123-x2-n40000-s5-final.log; over ucx the move takes about
-    0.06 s, and the two stay within 1.2x of each other)."""
+def _auto_split(client, source, shape, transposed, candidates, wanted, keep_order):
+    """For an integer matrix that fits one GPU (method="auto" on GPU workers): where auto splits
+    it over the workers with the classical variant, the bytes one rank would have moved (None
+    for input that is not persisted) and the split's :func:`plan_ranks` (the plan the solve then
+    uses); else None. Auto splits
+
+    - a matrix persisted across the workers so that one rank would gather more of it than the
+      row slabs need: the ranks follow the data (n = 40000 int32 in one row chunk per H200, two
+      ranks took 0.54-0.60 s where one rank took 0.49-0.51 s of solve after 2.5-4.3 s of moving
+      the other half over tcp; workflows/results/dask-gpu-20261123-x2-n40000-s5-final.log);
+    - a matrix of ``SPLIT_MIN_ENTRIES`` entries or more, unless the split would move more of a
+      persisted matrix than one rank would (a matrix held by one worker stays there), or every
+      rank would make as much of it as one rank (a dask array in column chunks that are not
+      held is made whole by each rank of a row split: ``made_bytes``)."""
     axis = 1 if transposed else 0  # the classical variant splits the solved form's rows
-    one = plan_ranks(client, source, axis, (0, source.shape[axis]), candidates, keep_order)
-    if one.moved_bytes is None:
-        return None
-    n_ranks = max(1, min(wanted, source.shape[axis]))
-    split = plan_ranks(client, source, axis, slab_bounds(source, axis, n_ranks), candidates, keep_order)
-    return (one.moved_bytes, split) if split.moved_bytes < one.moved_bytes else None
-
-
-def _split_pays(client, source, shape, transposed, wanted) -> bool:
-    """For an integer matrix that fits one GPU: whether it has ``SPLIT_MIN_ENTRIES`` entries or
-    more, so that the classical variant's row split beats one GPU, and no rank would make as
-    much of it as one rank would (a dask array in column chunks that are not held is made whole
-    by every rank of a row split: then one rank makes it once)."""
-    if shape[0] * shape[1] < SPLIT_MIN_ENTRIES:
-        return False
-    if source.is_zarr:  # read in bands of the rank's own rows
-        return True
-    axis = 1 if transposed else 0
     bounds = slab_bounds(source, axis, max(1, min(wanted, source.shape[axis])))
-    made = made_bytes(source, chunk_holders(client, source) is not None, axis, bounds)
-    return int(made.max()) < source.shape[0] * source.shape[1] * source.dtype.itemsize
+    big = shape[0] * shape[1] >= SPLIT_MIN_ENTRIES
+    one = plan_ranks(client, source, axis, (0, source.shape[axis]), candidates, keep_order)
+    if one.moved_bytes is not None:  # persisted
+        split = plan_ranks(client, source, axis, bounds, candidates, keep_order)
+        moves_less = split.moved_bytes < one.moved_bytes or (big and split.moved_bytes <= one.moved_bytes)
+        return (one.moved_bytes, split) if moves_less else None
+    if not big:
+        return None
+    matrix_bytes = int(np.prod(source.shape)) * source.dtype.itemsize
+    if not source.is_zarr and made_bytes(source, False, axis, bounds).max() >= matrix_bytes:
+        return None
+    return None, plan_ranks(client, source, axis, bounds, candidates, keep_order)
 
 
 def _lenders(client, worker, offered) -> list:

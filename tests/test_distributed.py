@@ -421,12 +421,12 @@ def test_the_data_a_gpu_auto_solve_follows_is_what_the_solves_move(client):
             assert followed is None
 
 
-def test_a_gpu_auto_solve_splits_a_large_matrix_where_that_moves_and_makes_no_more(client, monkeypatch):
+def test_a_gpu_auto_solve_splits_a_large_matrix_where_that_moves_and_makes_no_more(client, monkeypatch, tmp_path):
     """``_auto_split`` from SPLIT_MIN_ENTRIES (lowered to the 300 x 300 matrix here): split where
-    the ranks make their own rows (row chunks, not persisted) or where the split moves no more of
-    a persisted matrix than one rank would (column chunks across the workers); one rank where
-    each rank would make the whole matrix (column chunks, not persisted) or where one worker
-    holds it all."""
+    the ranks make or read their own rows (row chunks of a dask array that is not persisted, or
+    of a Zarr store) or where the split moves no more of a persisted matrix than one rank would
+    (column chunks across the workers); one rank where each rank would make or read the whole
+    matrix (column chunks, not persisted or in Zarr) or where one worker holds it all."""
     import sys
 
     from dlap.distributed.cluster import worker_addresses
@@ -443,6 +443,10 @@ def test_a_gpu_auto_solve_splits_a_large_matrix_where_that_moves_and_makes_no_mo
     made = decide(da.from_array(cost, chunks=(100, 300)))
     assert made[0] is None and made[1].workers == workers
     assert decide(da.from_array(cost, chunks=(300, 100))) is None
+    for chunks in [(100, 300), (300, 100)]:
+        path = str(tmp_path / f"cost-{chunks[0]}.zarr")
+        da.from_array(cost, chunks=chunks).to_zarr(path)
+        assert (decide(path) is None) == (chunks == (300, 100))
     spread = da.from_array(cost, chunks=(300, 100)).persist()
     distributed.wait(spread)
     one_moved, plan = decide(spread)

@@ -133,10 +133,11 @@ def local_bytes(source: Source, holders, axis: int, bounds, candidates) -> np.nd
 
 
 def made_bytes(source: Source, held: bool, axis: int, bounds) -> np.ndarray:
-    """The bytes of a dask array that placement computes on each rank's worker for slabs
-    ``bounds`` along ``axis``: a chunk that is not ``held`` (generated, derived) is made whole by
-    each rank whose slab it overlaps (which keeps its share), so with column chunks of a row
-    split every rank makes the whole matrix; a held chunk is only cut (its share counted)."""
+    """The bytes of the matrix that placement computes or reads on each rank's worker for slabs
+    ``bounds`` along ``axis``: a chunk of a dask array that is not ``held`` (generated, derived),
+    or of a Zarr array (decoded whole), is made by each rank whose slab it overlaps (which keeps
+    its share), so with column chunks of a row split every rank makes the whole matrix; a held
+    chunk is only cut (its share counted)."""
     edges, bounds = chunk_edges(source)[axis], np.asarray(bounds)
     lo = np.maximum(edges[:-1, None], bounds[None, :-1])
     hi = np.minimum(edges[1:, None], bounds[None, 1:])
@@ -175,5 +176,11 @@ def plan_ranks(client, source: Source, axis: int, bounds, candidates, keep_order
 
 
 def chunk_edges(source: Source) -> list[np.ndarray]:
-    """The dask array's chunk boundaries along each axis."""
-    return [np.concatenate([[0], np.cumsum(c)]).astype(int) for c in source.array.chunks]
+    """The chunk boundaries along each axis (of a Zarr array: of its chunks, which a read
+    decodes whole)."""
+    chunks = source.array.chunks
+    if source.is_zarr:
+        import dask.array as da
+
+        chunks = da.core.normalize_chunks(tuple(chunks), source.shape)
+    return [np.concatenate([[0], np.cumsum(c)]).astype(int) for c in chunks]

@@ -284,7 +284,8 @@ def _auto_split(client, source, shape, transposed, candidates, wanted, keep_orde
     - a matrix of ``SPLIT_MIN_ENTRIES`` entries or more, unless the split would move more of a
       persisted matrix than one rank would (a matrix held by one worker stays there), or every
       rank would make as much of it as one rank (a dask array in column chunks that are not
-      held is made whole by each rank of a row split: ``made_bytes``)."""
+      held is made whole by each rank of a row split, a Zarr array in column chunks read whole
+      by each: ``made_bytes``)."""
     axis = 1 if transposed else 0  # the classical variant splits the solved form's rows
     bounds = slab_bounds(source, axis, max(1, min(wanted, source.shape[axis])))
     big = shape[0] * shape[1] >= SPLIT_MIN_ENTRIES
@@ -296,7 +297,7 @@ def _auto_split(client, source, shape, transposed, candidates, wanted, keep_orde
     if not big:
         return None
     matrix_bytes = int(np.prod(source.shape)) * source.dtype.itemsize
-    if not source.is_zarr and made_bytes(source, False, axis, bounds).max() >= matrix_bytes:
+    if made_bytes(source, False, axis, bounds).max() >= matrix_bytes:
         return None
     return None, plan_ranks(client, source, axis, bounds, candidates, keep_order)
 

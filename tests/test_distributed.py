@@ -348,21 +348,19 @@ def test_zarr_round_trip(client, tmp_path):
 
 
 def test_the_bytes_each_rank_makes_for_its_slab():
-    """made_bytes: a chunk that is not held is made whole by every rank whose slab it overlaps
-    (column chunks of a row split: the whole matrix by each rank); a held chunk only gives its
-    share."""
+    """made_bytes: a chunk is made whole by every rank whose slab it overlaps (column chunks of
+    a row split: the whole matrix by each rank)."""
     from dlap.distributed.data import as_source, made_bytes
 
-    def made(chunks, held=False, axis=0):
+    def made(chunks, axis=0):
         source = as_source(da.zeros((1000, 800), chunks=chunks, dtype=np.int32))
         bounds = (0, 250, 500, 750, 1000) if axis == 0 else (0, 200, 400, 600, 800)
-        return (made_bytes(source, held, axis, bounds) // (4 * source.shape[1 - axis])).tolist()
+        return (made_bytes(source, axis, bounds) // (4 * source.shape[1 - axis])).tolist()
 
     assert made((250, 800)) == [250, 250, 250, 250]
     assert made((100, 800)) == [300, 300, 300, 300]  # the bands across 250 and 750 are made twice
     assert made((300, 300)) == [300, 600, 600, 400]
     assert made((1000, 200)) == [1000] * 4
-    assert made((1000, 200), held=True) == [250] * 4
     assert made((1000, 300), axis=1) == [300, 600, 300, 200]
 
 

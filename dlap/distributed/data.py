@@ -132,18 +132,16 @@ def local_bytes(source: Source, holders, axis: int, bounds, candidates) -> np.nd
     return held
 
 
-def made_bytes(source: Source, held: bool, axis: int, bounds) -> np.ndarray:
-    """The bytes of the matrix that placement computes or reads on each rank's worker for slabs
-    ``bounds`` along ``axis``: a chunk of a dask array that is not ``held`` (generated, derived),
-    or of a Zarr array (decoded whole), is made by each rank whose slab it overlaps (which keeps
-    its share), so with column chunks of a row split every rank makes the whole matrix; a held
-    chunk is only cut (its share counted)."""
+def made_bytes(source: Source, axis: int, bounds) -> np.ndarray:
+    """The bytes of a matrix that is not persisted that placement computes or reads on each
+    rank's worker for slabs ``bounds`` along ``axis``: a chunk of a dask array (generated,
+    derived) or of a Zarr array (decoded whole) is made by each rank whose slab it overlaps,
+    which keeps its share; so with column chunks of a row split every rank makes the whole
+    matrix. (A persisted chunk is only cut: :func:`plan_ranks` counts what moves.)"""
     edges, bounds = chunk_edges(source)[axis], np.asarray(bounds)
-    lo = np.maximum(edges[:-1, None], bounds[None, :-1])
-    hi = np.minimum(edges[1:, None], bounds[None, 1:])
-    # (chunk band along `axis`, rank): its share of the rank's slab, or the whole band if it overlaps
-    made = np.clip(hi - lo, 0, None) if held else np.where(hi > lo, np.diff(edges)[:, None], 0)
-    return made.sum(axis=0) * source.shape[1 - axis] * source.dtype.itemsize
+    # (chunk band along `axis`, rank): whether the band overlaps the rank's slab
+    overlaps = np.minimum(edges[1:, None], bounds[None, 1:]) > np.maximum(edges[:-1, None], bounds[None, :-1])
+    return (overlaps * np.diff(edges)[:, None]).sum(axis=0) * source.shape[1 - axis] * source.dtype.itemsize
 
 
 @dataclass(frozen=True)

@@ -297,7 +297,7 @@ def _auto_split(client, source, shape, transposed, candidates, wanted, keep_orde
     if not big:
         return None
     matrix_bytes = int(np.prod(source.shape)) * source.dtype.itemsize
-    if made_bytes(source, False, axis, bounds).max() >= matrix_bytes:
+    if made_bytes(source, axis, bounds).max() >= matrix_bytes:
         return None
     return None, plan_ranks(client, source, axis, bounds, candidates, keep_order)
 

@@ -167,8 +167,14 @@ class Backend(ABC):
         their number."""
 
     @abstractmethod
-    def classical_forward_pass(self, state: HungarianState) -> int:
-        """Section 4.3.1, classical: BFS over the CSR from all free rows; returns reverse columns."""
+    def classical_forward_pass(self, state: HungarianState, resume: bool = False) -> int:
+        """Section 4.3.1, classical: BFS over the CSR from all free rows; returns reverse columns.
+
+        ``resume``: the previous pass reached no free column and a dual update followed
+        (section 4.4), so its forest still holds: every edge of it stayed tight and only edges
+        from its rows to uncovered columns were made. The pass keeps the forest's marks and
+        predecessors and goes on from its rows (Munkres' step 6 returns to step 4 with the
+        covers and primes kept) instead of searching the whole forest again."""
 
     @abstractmethod
     def classical_theta(self, state: HungarianState) -> float:

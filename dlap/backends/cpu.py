@@ -118,11 +118,11 @@ class CPUBackend(Backend):
         state.row_ptr = row_ptr
         return int(row_ptr[-1])
 
-    def classical_forward_pass(self, state):
+    def classical_forward_pass(self, state, resume=False):
         state.n_reverse, state.n_forest_rows = k.classical_forward_pass(
             state.row_ptr, state.col_idx, state.col_match, state.free_rows, state.n_free,
             state.col_pred, state.row_pred, state.row_seen, state.col_seen, state.rows_q,
-            state.reverse, state.counters,
+            state.reverse, state.counters, state.n_forest_rows if resume else 0,
         )
         return state.n_reverse
 

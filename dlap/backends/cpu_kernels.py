@@ -297,24 +297,28 @@ def compress(C, u, v, tol_scale, how, old_ptr, old_idx, col_seen, row_ptr):
 @njit(cache=True, nogil=True)
 def classical_forward_pass(
     row_ptr, col_idx, col_match, free_rows, n_free, col_pred, row_pred, row_seen, col_seen,
-    rows_q, reverse, counters,
+    rows_q, reverse, counters, n_resumed,
 ):
     """Algorithm 3: BFS over the zero-slack graph from every free row, level by level.
 
     Expansion scans the adjacency lists of the frontier; contraction keeps the rows not yet
     visited. Columns are claimed by the first row that reaches them (the paper's race), so the
     trees are vertex-disjoint (Proposition 1). Free columns reached are marked "reverse".
+    ``n_resumed`` > 0 resumes the forest of ``n_resumed`` rows that the previous pass left,
+    after a dual update (section 4.4): its marks stay and its rows are expanded again, over the
+    edges the update made (:meth:`dlap.backends.base.Backend.classical_forward_pass`).
     Returns ``(n_reverse, n_forest_rows)``; the forest's rows are ``rows_q[:n_forest_rows]``.
     """
-    row_seen[:] = False
-    col_seen[:] = False
-    n_q = 0
-    for k in range(n_free):
-        i = free_rows[k]
-        row_seen[i] = True
-        row_pred[i] = -1
-        rows_q[n_q] = i
-        n_q += 1
+    n_q = n_resumed
+    if not n_resumed:
+        row_seen[:] = False
+        col_seen[:] = False
+        for k in range(n_free):
+            i = free_rows[k]
+            row_seen[i] = True
+            row_pred[i] = -1
+            rows_q[n_q] = i
+            n_q += 1
     head = 0
     n_rev = 0
     while head < n_q:  # one BFS level per pass: expansion then contraction

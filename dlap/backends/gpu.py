@@ -517,9 +517,10 @@ class GPUBackend(Backend):
         state.row_ptr, state.col_idx = row_ptr, col_idx
         return nnz
 
-    def classical_forward_pass(self, state):
+    def classical_forward_pass(self, state, resume=False):
         gk.launch_persistent("forward", "classical_forward_pass", None, (
             state.row_ptr, state.col_idx, state.col_match, state.free_rows, np.int32(state.n_cols),
+            np.int32(state.n_forest_rows if resume else 0),
             state.col_pred, state.row_pred, state.col_seen, state.rows_q, state.reverse, state.ctl,
             state.barrier,
         ), state.device_id)

@@ -302,8 +302,8 @@ class DistributedBackend(DistributedScaling):
         self.tallies["zero_slack_edges"] = int(state.col_idx.shape[0])
         return self.tallies["zero_slack_edges"]
 
-    def classical_forward_pass(self, state) -> int:
-        return self.local.classical_forward_pass(state)
+    def classical_forward_pass(self, state, resume=False) -> int:
+        return self.local.classical_forward_pass(state, resume)
 
     def classical_theta(self, state) -> float:
         """Algorithm 7 over the forest rows of this rank's slab (its own rows, or every forest

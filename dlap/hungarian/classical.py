@@ -6,7 +6,10 @@ augmentation passes over the vertex-disjoint paths found (4.3.2-4.3.3) or, when 
 was reached, the two-stage dual update (4.4). The CSR is made once from the matrix; an
 augmentation leaves it as it is (as the paper reuses it), and a dual update changes it where the
 update changed slacks only (``Backend.recompress``): the rows it scans again are the few at
-slack theta, not the matrix.
+slack theta, not the matrix. The forward pass after a dual update resumes the forest the
+fruitless one left (as Munkres' step 6 returns to step 4 with its covers), so it searches only
+what the update made reachable; after an augmentation the search starts again from the free
+rows.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from ..result import Stats
 from .phases import PhaseTimer, augment_paths, check, drive
 
 
-def classical_search(backend, state, stats: Stats, phase: PhaseTimer) -> bool:
+def classical_search(backend, state, stats: Stats, phase: PhaseTimer, resume: bool = False) -> bool:
     """The BFS forward pass over the CSR, then the reverse and augmentation passes over the paths
     found. Returns whether any path was found; when none was, the caller decides between the
-    dual update and another variant."""
+    dual update and another variant. ``resume``: a dual update followed the previous pass, whose
+    forest the pass goes on from (``Backend.classical_forward_pass``)."""
     with phase("forward_pass"):
-        n_reverse = backend.classical_forward_pass(state)
+        n_reverse = backend.classical_forward_pass(state, resume)
     if n_reverse:
         augment_paths(backend, state, stats, phase)
     stats.iterations += 1
@@ -49,13 +53,13 @@ def classical_iterations(
     """Iterate the classical variant until no row is free, or until a forward pass finds no path
     after ``max_dual_updates`` dual updates (the hybrid's switch). Returns the rows left free."""
     compressed = False
-    fruitless = 0  # dual updates since the last augmenting path
+    fruitless = 0  # dual updates since the last augmenting path: the forest is resumed after one
     while n_free := check(backend, state, phase, report):
         if not compressed:
             with phase("compress"):
                 backend.compress(state)
             compressed = True
-        if classical_search(backend, state, stats, phase):
+        if classical_search(backend, state, stats, phase, resume=fruitless > 0):
             fruitless = 0
         elif stats.dual_updates < max_dual_updates:
             if fruitless > state.n_cols:

@@ -39,14 +39,18 @@ __device__ __forceinline__ void expand_level(const long long* row_ptr, const int
 
 extern "C" __global__ void __launch_bounds__(1024, 1)
 classical_forward_pass(const long long* row_ptr, const int* col_idx, const int* col_match,
-                       const int* free_rows, int n_cols, int* col_pred, int* row_pred,
+                       const int* free_rows, int n_cols, int n_resumed, int* col_pred, int* row_pred,
                        int* col_seen, int* rows_q, int* reverse, u64* ctl, unsigned int* barrier) {
     const long long tid = global_thread(), n_threads = grid_threads();
-    const int n_free = static_cast<int>(ctl[CTL_N_FREE]);
-    for (long long j = tid; j < n_cols; j += n_threads) col_seen[j] = 0;
-    for (long long r = tid; r < n_free; r += n_threads) {
-        rows_q[r] = free_rows[r];
-        row_pred[free_rows[r]] = -1;
+    // n_resumed > 0: the forest of the previous pass, after a dual update (section 4.4), keeps its
+    // marks and is expanded again from all its rows, over the edges the update made
+    const int n_roots = n_resumed ? n_resumed : static_cast<int>(ctl[CTL_N_FREE]);
+    if (!n_resumed) {
+        for (long long j = tid; j < n_cols; j += n_threads) col_seen[j] = 0;
+        for (long long r = tid; r < n_roots; r += n_threads) {
+            rows_q[r] = free_rows[r];
+            row_pred[free_rows[r]] = -1;
+        }
     }
     if (tid == 0) {
         ctl[CTL_N_REV] = 0;
@@ -57,7 +61,7 @@ classical_forward_pass(const long long* row_ptr, const int* col_idx, const int* 
     // Level L appends its new rows after `tail` and counts them in rotating slot L % 3; every
     // thread reads that count after the barrier, so all agree on the next level's extent (a
     // shared running total read at the top of a level would race with blocks already appending).
-    int head = 0, tail = n_free;
+    int head = 0, tail = n_roots;
     long long levels = 0;
     while (head < tail && tail - head > static_cast<int>(blockDim.x)) {  // wide levels: the whole grid
         u64* added = &ctl[CTL_ROTATE + levels % 3];

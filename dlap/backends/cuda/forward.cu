@@ -16,13 +16,25 @@
 // other blocks leave and block 0 runs the remaining levels with the block's own barrier and the
 // levels' counts in shared memory: the forward passes of n = 40000 took 0.14 s instead of 0.185 s
 // on one H100 (workflows/results/gpu-20261125-s12-block-tail-ab3-h100.jsonl).
+//
+// A level's rows are shared out to groups of BFS_ROW_LANES threads, each group's threads taking a
+// row's edges in turn: a row's edges (5 to 9 at n = 40000, f = 10) are then claimed at once, not
+// one dependent chain of loads after another by a lone thread. On an H200, one process, 1 / 4 / 8
+// lanes (workflows/results/gpu-20261126-s15-lanes-ab.log): the forward passes of n = 40000, f = 10
+// took 0.092 / 0.052 / 0.057 s, f = 1 0.024 / 0.016 / 0.017 s, n = 20000, f = 10 0.055 / 0.030 /
+// 0.031 s. `first` and `stride` are the thread's index and the threads taking part (multiples
+// of BFS_ROW_LANES).
+#ifndef BFS_ROW_LANES
+#define BFS_ROW_LANES 4
+#endif
 __device__ __forceinline__ void expand_level(const long long* row_ptr, const int* col_idx, const int* col_match,
                                              int* col_pred, int* row_pred, int* col_seen, int* rows_q,
                                              int* reverse, u64* ctl, u64* added, int head, int tail,
                                              long long first, long long stride) {
-    for (long long q = head + first; q < tail; q += stride) {
+    const long long lane = first % BFS_ROW_LANES;
+    for (long long q = head + first / BFS_ROW_LANES; q < tail; q += stride / BFS_ROW_LANES) {
         const int i = ld(&rows_q[q]);
-        for (long long e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
+        for (long long e = row_ptr[i] + lane; e < row_ptr[i + 1]; e += BFS_ROW_LANES) {
             const int j = col_idx[e];
             if (ld(&col_seen[j]) || atomicExch(&col_seen[j], 1)) continue;
             col_pred[j] = i;

@@ -157,8 +157,13 @@ def plan_ranks(client, source: Source, axis: int, bounds, candidates, keep_order
     """Rank r runs on ``candidates[r]`` unless the input is persisted and ``keep_order`` is off:
     then the ranks go to the workers that maximise the bytes already in place (an assignment of
     ranks to workers, solved exactly by :func:`dlap.linear_sum_assignment`)."""
+    return assign_ranks(chunk_holders(client, source), source, axis, bounds, candidates, keep_order)
+
+
+def assign_ranks(holders, source: Source, axis: int, bounds, candidates, keep_order: bool) -> RankPlan:
+    """:func:`plan_ranks` given the input's ``holders`` (:func:`chunk_holders`), so that plans
+    for several splits of one input ask the scheduler once."""
     n_ranks = len(bounds) - 1
-    holders = chunk_holders(client, source)
     if holders is None:
         return RankPlan(list(candidates[:n_ranks]), holders=None, moved_bytes=None)
     held = local_bytes(source, holders, axis, bounds, candidates)

@@ -20,7 +20,16 @@ from . import registry
 from .backend import SPLIT_AXIS
 from .cluster import UCX_ENVIRONMENT, connected, gpus_visible, ucx_waits_spin, worker_addresses
 from .comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
-from .data import as_source, made_bytes, plan_ranks, slab_bounds, source_offset, source_range
+from .data import (
+    as_source,
+    assign_ranks,
+    chunk_holders,
+    made_bytes,
+    plan_ranks,
+    slab_bounds,
+    source_offset,
+    source_range,
+)
 from .engine import RankSpec, run_rank
 from .placement import BUFFER_BYTES, place_slabs
 from .progress import watch
@@ -289,9 +298,10 @@ def _auto_split(client, source, shape, transposed, candidates, wanted, keep_orde
     axis = 1 if transposed else 0  # the classical variant splits the solved form's rows
     bounds = slab_bounds(source, axis, max(1, min(wanted, source.shape[axis])))
     big = shape[0] * shape[1] >= SPLIT_MIN_ENTRIES
-    one = plan_ranks(client, source, axis, (0, source.shape[axis]), candidates, keep_order)
+    holders = chunk_holders(client, source)
+    one = assign_ranks(holders, source, axis, (0, source.shape[axis]), candidates, keep_order)
     if one.moved_bytes is not None:  # persisted
-        split = plan_ranks(client, source, axis, bounds, candidates, keep_order)
+        split = assign_ranks(holders, source, axis, bounds, candidates, keep_order)
         moves_less = split.moved_bytes < one.moved_bytes or (big and split.moved_bytes <= one.moved_bytes)
         return (one.moved_bytes, split) if moves_less else None
     if not big:
@@ -299,7 +309,7 @@ def _auto_split(client, source, shape, transposed, candidates, wanted, keep_orde
     matrix_bytes = int(np.prod(source.shape)) * source.dtype.itemsize
     if made_bytes(source, axis, bounds).max() >= matrix_bytes:
         return None
-    return None, plan_ranks(client, source, axis, bounds, candidates, keep_order)
+    return None, assign_ranks(holders, source, axis, bounds, candidates, keep_order)
 
 
 def _lenders(client, worker, offered) -> list:

@@ -22,8 +22,8 @@
 // one dependent chain of loads after another by a lone thread. On an H200, one process, 1 / 4 / 8
 // lanes (workflows/results/gpu-20261126-s15-lanes-ab.log): the forward passes of n = 40000, f = 10
 // took 0.092 / 0.052 / 0.057 s, f = 1 0.024 / 0.016 / 0.017 s, n = 20000, f = 10 0.055 / 0.030 /
-// 0.031 s. `first` and `stride` are the thread's index and the threads taking part (multiples
-// of BFS_ROW_LANES).
+// 0.031 s. `first` is the thread's index, `stride` the threads taking part (a multiple of
+// BFS_ROW_LANES).
 #ifndef BFS_ROW_LANES
 #define BFS_ROW_LANES 4
 #endif

@@ -61,6 +61,9 @@ SCAN_BATCH = 10
 SCALING_BLOCK_COLUMNS = 1250
 #: blocks per search cluster, forced (None: chosen by SCALING_BLOCK_COLUMNS)
 SCALING_CLUSTER: int | None = None
+#: forest rows a block of the dual update's scan takes (classical.cu's THETA_ROWS): sizes its grid,
+#: which the kernel strides over, so a build with another THETA_ROWS is still exact
+THETA_ROWS = 4
 #: threads of a wide search block (scaling.cu's SEARCH_WIDE_THREADS), whose block agrees on its
 #: nearest column before the cluster does, so it is not bound to 32 warps a cluster
 SEARCH_WIDE_THREADS = 512
@@ -533,7 +536,8 @@ class GPUBackend(Backend):
         state.ctl[gk.CTL_THETA] = gk.ORDERED_INF
         if state.forest_low is None:
             state.forest_low = cupy.empty(state.n_rows)
-        gk.kernel("classical", "classical_theta", state.cost.dtype)((max(n_q, 1),), (gk.BLOCK,), (
+        blocks = max(-(-n_q // THETA_ROWS), 1)
+        gk.kernel("classical", "classical_theta", state.cost.dtype)((blocks,), (gk.BLOCK,), (
             state.cost, np.int32(state.n_cols), state.rows_q, state.u, state.v, state.col_seen,
             np.float64(state.tol_scale), state.forest_low, state.ctl,
         ))

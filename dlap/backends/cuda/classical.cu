@@ -13,24 +13,36 @@
 // a row with more is scanned again after the prefix sum (compress_fill)
 #define COMPRESS_ROW_EDGES 1024
 
-// visit(j, C[i][j], v[j]) for each column j of `row` this thread takes (threadIdx.x, then every
-// blockDim.x) whose entry is finite, BATCH loads at a time; columns `skip` marks (col_seen;
-// nullptr: none) are not read.
-template <int BATCH, typename T, typename F>
-__device__ __forceinline__ void scan_row(const T* row, int n_cols, const double* v, const int* skip, F&& visit) {
+// visit(r, j, C[i][j], v[j]) for each of the ROWS rows `rows` (rows[r] = C + i * n_cols) and each
+// column j this thread takes (threadIdx.x, then every blockDim.x) whose entry is finite, BATCH
+// columns at a time; columns `skip` marks (col_seen; nullptr: none) are not read. The rows share
+// each column's loads of v[j] and skip[j]: ROWS rows a block cost one read of those, not ROWS.
+template <int BATCH, int ROWS, typename T, typename F>
+__device__ __forceinline__ void scan_rows(const T* const (&rows)[ROWS], int n_cols, const double* v, const int* skip,
+                                          F&& visit) {
     for (int j0 = threadIdx.x; j0 < n_cols; j0 += BATCH * blockDim.x) {
-        double c[BATCH], vv[BATCH];
+        double c[BATCH][ROWS], vv[BATCH];
 #pragma unroll
         for (int b = 0; b < BATCH; ++b) {
             const int j = j0 + b * blockDim.x;
             const bool in = j < n_cols && !(skip && skip[j]);
-            c[b] = in ? widen(row[j]) : DLAP_INF;
             vv[b] = in ? v[j] : 0.0;
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) c[b][r] = in ? widen(rows[r][j]) : DLAP_INF;
         }
 #pragma unroll
         for (int b = 0; b < BATCH; ++b)
-            if (c[b] < DLAP_INF) visit(j0 + b * blockDim.x, c[b], vv[b]);
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r)
+                if (c[b][r] < DLAP_INF) visit(r, j0 + b * blockDim.x, c[b][r], vv[b]);
     }
+}
+
+// scan_rows of one row: visit(j, C[i][j], v[j]).
+template <int BATCH, typename T, typename F>
+__device__ __forceinline__ void scan_row(const T* row, int n_cols, const double* v, const int* skip, F&& visit) {
+    const T* const rows[1] = {row};
+    scan_rows<BATCH, 1>(rows, n_cols, v, skip, [&](int, int j, double c, double vj) { visit(j, c, vj); });
 }
 
 // How the compression makes a row's edges (mirror of backends/base.py): scan the row of the
@@ -121,10 +133,22 @@ __global__ void compress_fill(const T* C, int n_rows, int n_cols, const double* 
     }
 }
 
+// Forest rows a block of the dual update's scan takes at once (classical_theta): the rows share the
+// loads of v and col_seen, which a block of one row reads as often as the matrix's entries. On an
+// H200 with 1/2/4/8 rows, the dual update's scans at uniform n = 40000, f = 10 took 0.175/0.133/
+// 0.119/0.147 s, at n = 100000, f = 10 1.15/0.86/0.76/0.95 s (gpu_kernel_ab.py,
+// workflows/results/gpu-20261126-s16-theta-rows-ab.log); the solves against the one-row kernel,
+// interleaved: n = 100000, f = 10 1.48-1.49 -> 1.07-1.09 s, n = 40000, f = 10 0.30-0.37 -> 0.24-0.28 s
+// (ab.py, -theta-rows-ab2.log). gpu.py's THETA_ROWS sizes the grid.
+#ifndef THETA_ROWS
+#define THETA_ROWS 4
+#endif
+
 // Dual update, stage 1 (Algorithm 7): theta = min slack over forest rows x uncovered columns.
-// One block per forest row; blocks meet in an atomicMin on order-preserving bits. Each forest row
-// also leaves forest_low[q], its smallest uncovered slack less twice its zero-slack tolerance:
-// the compression after the shift scans again only the rows where that is within reach of theta.
+// Each block takes THETA_ROWS forest rows at a time; blocks meet in an atomicMin on order-preserving
+// bits. Each forest row also leaves forest_low[q], its smallest uncovered slack less twice its
+// zero-slack tolerance: the compression after the shift scans again only the rows where that is
+// within reach of theta.
 template <typename T>
 __global__ void classical_theta(const T* C, int n_cols, const int* rows_q, const double* u,
                                 const double* v, const int* col_seen, double tol_scale, double* forest_low,
@@ -132,18 +156,27 @@ __global__ void classical_theta(const T* C, int n_cols, const int* rows_q, const
     __shared__ double scratch[32];
     const int n_q = static_cast<int>(ctl[CTL_N_Q]);
     double best = DLAP_INF;
-    for (int q = blockIdx.x; q < n_q; q += gridDim.x) {
-        const int i = rows_q[q];
-        const double ui = u[i];
-        double low = DLAP_INF;
-        scan_row<1>(C + static_cast<size_t>(i) * n_cols, n_cols, v, col_seen, [&](int, double c, double vj) {
-            const double r = c - ui - vj;
-            best = r < best ? r : best;
-            const double r_tol = r - 2 * slack_tolerance(c, ui, vj, tol_scale);
-            low = r_tol < low ? r_tol : low;
+    for (int q0 = blockIdx.x * THETA_ROWS; q0 < n_q; q0 += gridDim.x * THETA_ROWS) {
+        const T* rows[THETA_ROWS];
+        double ui[THETA_ROWS], low[THETA_ROWS];
+#pragma unroll
+        for (int r = 0; r < THETA_ROWS; ++r) {
+            const int i = rows_q[q0 + r < n_q ? q0 + r : q0];  // past the forest's end, its row q0 again
+            rows[r] = C + static_cast<size_t>(i) * n_cols;
+            ui[r] = u[i];
+            low[r] = DLAP_INF;
+        }
+        scan_rows<1, THETA_ROWS>(rows, n_cols, v, col_seen, [&](int r, int, double c, double vj) {
+            const double s = c - ui[r] - vj;
+            best = s < best ? s : best;
+            const double s_tol = s - 2 * slack_tolerance(c, ui[r], vj, tol_scale);
+            low[r] = s_tol < low[r] ? s_tol : low[r];
         });
-        low = block_min(low, scratch);
-        if (threadIdx.x == 0) forest_low[q] = low;
+#pragma unroll
+        for (int r = 0; r < THETA_ROWS; ++r) {
+            const double row_low = block_min(low[r], scratch);
+            if (threadIdx.x == 0 && q0 + r < n_q) forest_low[q0 + r] = row_low;
+        }
     }
     best = block_min(best, scratch);
     if (threadIdx.x == 0 && best < DLAP_INF) atomicMin(&ctl[CTL_THETA], ordered(best));

@@ -780,3 +780,29 @@ def test_a_rank_waiting_for_a_peer_does_not_spin(client):
     (three ranks on two cores ran up to 10x slower)."""
     waited = _run_socket_ranks(client, 1000, absent="late")[1:]
     assert all(r["ok"] and r["after"] > 1.0 and r["cpu"] < 0.2 for r in waited), waited
+
+
+def test_a_ucx_cluster_after_one_whose_communicator_outlived_it():
+    """A UCX cluster started after another closed while one of its communicators was not yet
+    collected: ucxx's notifier thread, kept alive by that communicator, serves the first
+    cluster's closed event loop (distributed-ucxx stops it only when the last communicator is
+    deregistered), and without ``start_cluster`` stopping it the new cluster cannot connect. The
+    lingering communicator is a Dask resource registered on the first cluster's loop, as each UCX
+    communicator registers itself."""
+    registry = pytest.importorskip("distributed_ucxx.ucxx")
+    with dd.start_cluster(2, protocol="ucx", gpu=False, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as c:
+        assert c.submit(abs, -1).result() == 1
+
+        async def register():
+            return registry._register_dask_resource()
+
+        lingering = c.sync(register)
+    try:
+        n = 300
+        with dd.start_cluster(2, protocol="ucx", gpu=False, dashboard_address=None) as cluster, \
+                distributed.Client(cluster) as c:
+            result = dd.solve(uniform_dask(n, 10, seed=3, chunks=(n, n // 2)), c, method="classical")
+        assert result.objective == dlap.solve(uniform_block((0, n), (0, n), n, 10 * n, 3, np)).objective
+    finally:
+        registry._deregister_dask_resource(lingering)

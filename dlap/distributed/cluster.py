@@ -49,6 +49,7 @@ def start_cluster(n_workers: int | None = None, *, protocol: str = "tcp", gpu: b
     if protocol == "ucx":
         for name, value in UCX_ENVIRONMENT.items():
             os.environ.setdefault(name, value)
+        stop_stale_ucx_notifier()
     n_gpus = gpus_visible()
     gpu = n_gpus > 0 if gpu is None else gpu
     if gpu:
@@ -60,6 +61,25 @@ def start_cluster(n_workers: int | None = None, *, protocol: str = "tcp", gpu: b
     options.setdefault("threads_per_worker", 1)
     options.setdefault("dashboard_address", ":0")
     return LocalCluster(n_workers=n_workers or 2, protocol=protocol, processes=True, **options)
+
+
+def stop_stale_ucx_notifier() -> None:
+    """Stop this process's ucxx notifier thread if the event loop it serves is closed.
+
+    ucxx keeps one context per process; with Python futures (:data:`UCX_ENVIRONMENT`) its
+    notifier thread completes UCX requests on the event loop it was started in. distributed-ucxx
+    starts it with the process's first UCX communicator and stops it when the last one is
+    deregistered; a communicator of a closed cluster that is not yet deregistered keeps it serving
+    that cluster's closed loop, and the next local cluster, on a new loop, cannot connect ("got
+    Future <Future pending> attached to a different loop"). Seen in one GPU test run in four, and in
+    2 runs of 10 that start two CPU LocalClusters over UCX one after the other. A notifier whose
+    loop is closed serves nobody: once stopped, the next communicator starts it on its own loop.
+    (ucxx keeps that loop only as the thread's argument: ``Thread._args``.)"""
+    context = getattr(sys.modules.get("ucxx.core"), "_ctx", None)
+    thread = getattr(context, "notifier_thread", None)
+    loop = getattr(thread, "_args", (None,))[0]
+    if loop is not None and loop.is_closed():
+        context.stop_notifier_thread()
 
 
 def ucx_waits_spin() -> bool:

@@ -63,6 +63,12 @@ def start_cluster(n_workers: int | None = None, *, protocol: str = "tcp", gpu: b
     return LocalCluster(n_workers=n_workers or 2, protocol=protocol, processes=True, **options)
 
 
+def _ucxx_context():
+    """This process's ucxx application context (one per process), or None where ucxx has not
+    made one (or is not imported): looked up without importing ucxx, which would start UCX."""
+    return getattr(sys.modules.get("ucxx.core"), "_ctx", None)
+
+
 def stop_stale_ucx_notifier() -> None:
     """Stop this process's ucxx notifier thread if the event loop it serves is closed.
 
@@ -75,7 +81,7 @@ def stop_stale_ucx_notifier() -> None:
     2 runs of 10 that start two CPU LocalClusters over UCX one after the other. A notifier whose
     loop is closed serves nobody: once stopped, the next communicator starts it on its own loop.
     (ucxx keeps that loop only as the thread's argument: ``Thread._args``.)"""
-    context = getattr(sys.modules.get("ucxx.core"), "_ctx", None)
+    context = _ucxx_context()
     thread = getattr(context, "notifier_thread", None)
     loop = getattr(thread, "_args", (None,))[0]
     if loop is not None and loop.is_closed():
@@ -85,7 +91,7 @@ def stop_stale_ucx_notifier() -> None:
 def ucx_waits_spin() -> bool:
     """Whether this process talks UCX with ucxx waiting on its receives by spinning the event
     loop (see :data:`UCX_ENVIRONMENT`); False where it does not talk UCX."""
-    context = getattr(sys.modules.get("ucxx.core"), "_ctx", None)
+    context = _ucxx_context()
     return context is not None and not getattr(context, "enable_python_future", True)
 
 

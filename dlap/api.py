@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import time
 
 import numpy as np
@@ -11,7 +12,7 @@ import numpy as np
 from .arrays import adopt
 from .certificate import exact_sum
 from .dgs import STARTS, SWITCHINGS
-from .problem import InfeasibleError, Problem, array_module, is_device_array, prepare
+from .problem import InfeasibleError, Problem, array_module, is_device_array, prepare, unscaled_duals
 from .result import Assignment, MatrixReference, Stats, caller_duals
 
 METHODS = ("auto", "classical", "tree", "hybrid", "scaling", "dgs")
@@ -175,8 +176,15 @@ def _reduction_bound(result: Assignment, problem: Problem):
     if problem.is_integer:
         return exact_sum(u, v)
     sign = -1.0 if problem.maximize else 1.0
-    given_back = -sign * np.spacing(np.abs(v.get() if is_device_array(v) else v))
+    given_back = -sign * _ulp(np.abs(v.get() if is_device_array(v) else v))
     return float(np.nextafter(exact_sum(u, v, given_back), -sign * np.inf))
+
+
+def _ulp(x):
+    """At least a unit in the last place of each ``x >= 0``: twice the step down, which is the
+    ulp or (at a power of two) half of it, and never less than the smallest subnormal
+    (``np.spacing`` steps up, past float64's largest value)."""
+    return np.maximum(2 * (x - np.nextafter(x, 0)), math.ldexp(1.0, -1074))
 
 
 def _check_choice(name: str, value, allowed) -> None:
@@ -384,7 +392,8 @@ def _assignment(problem: Problem, row_match, u, v, stats: Stats, reference: Matr
     xp = array_module(original)
     rows = xp.arange(problem.n_rows, dtype=np.int64)
     cols = xp.asarray(row_match, dtype=np.int64)
-    row_duals, col_duals = caller_duals(xp.asarray(u), xp.asarray(v), integer=problem.is_integer,
+    u, v = unscaled_duals(xp.asarray(u), xp.asarray(v), problem.scale_exponent)
+    row_duals, col_duals = caller_duals(u, v, integer=problem.is_integer,
                                         offset=problem.offset, maximize=problem.maximize)
     if problem.transposed:
         order = xp.argsort(cols)  # a permutation's values are distinct: any sort is stable

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .problem import MSG_NOT_2D, array_module, check_entries, offset_for_range
+from .problem import FLOAT_HEADROOM, MSG_NOT_2D, array_module, check_entries, offset_for_range, scale_exponent
 
 BLOCK_ELEMENTS = 1 << 22  # matrix entries per block (bounded temporaries)
 #: integer duals, less the entries' offset, are checked within ± this (int64 then holds every sum)
@@ -175,9 +175,11 @@ def _integer_terms(xp, c, rows, cols, u, v, sign, objective, heuristic, rtol, pr
     bound_d = exact_sum(u_repaired, v_bounded)
     primal, bound = sign * (primal_d + k * shift), sign * (bound_d + k * shift)
     gap = primal_d - bound_d  # >= 0: the bound holds for every assignment
-    if objective != primal:
+    if _real(objective) is None:
+        problems.append(f"the stored objective {objective!r} is not a number")
+    elif objective != primal:
         problems.append(f"the stored objective {objective} is not the assignment's cost {primal}")
-    return _verdict(primal, bound, gap, max(abs(primal), 1), max(violation, 0), slackness, gap == 0,
+    return _verdict(primal, bound, gap, gap / max(abs(primal), 1), max(violation, 0), slackness, gap == 0,
                     violation <= 0, slackness == 0 or heuristic, problems)
 
 
@@ -200,40 +202,193 @@ def _as_int(xp, duals, name, problems):
 
 
 def _float_terms(xp, c, rows, cols, u, v, sign, objective, heuristic, rtol, problems) -> Certificate:
-    """Steps 2-5 in float64, with tolerances relative to the magnitudes involved."""
+    """Steps 2-5 in float64 (see the module docstring, "Floats")."""
     k, rectangular = c.shape[0], c.shape[0] < c.shape[1]
     u, v = sign * u.astype(np.float64), sign * v.astype(np.float64)
-    v_bounded = xp.minimum(v, 0.0) if rectangular else v
-    violation, largest = -math.inf, 0.0
-    u_repaired = xp.empty(k)
-    starts, step = _blocks(c)
-    for start in starts:
-        d = sign * widened(c[start : start + step])
-        check_entries(d)  # NaN, or -inf in minimisation form: scipy's ValueError
-        finite = xp.where(xp.isinf(d), 0.0, d)
-        largest = max(largest, float(abs(finite).max()))
-        u_repaired[start : start + step] = (d - v_bounded[None, :]).min(axis=1)
-        violation = max(violation, float((u[start : start + step, None] + v[None, :] - d).max()))
+    tiny = float(np.finfo(c.dtype).tiny)
+    duals_large = max(float(abs(u).max()), float(abs(v).max()))
+    exponent = scale_exponent(duals_large)
+    scan = _first_pass(xp, c, sign, u, v, rectangular, exponent)
+    if scan is None:  # a cost beyond FLOAT_HEADROOM: again, with every value scaled into range
+        exponent = scale_exponent(max(duals_large, _largest_cost(c)))
+        scan = _first_pass(xp, c, sign, u, v, rectangular, exponent)
+    f = math.ldexp(1.0, -exponent)  # values scaled by f are exact unless they fall below 2**-1022
+    floor = max(tiny * f, _SUBNORMAL)
     matched = sign * widened(c[rows, cols])
     if not bool(xp.isfinite(matched).all()):
         problems.append("the assignment takes a forbidden (infinite) pair")
-    # below the costs' smallest normal number no hardware that flushes subnormals (a GPU's float32)
-    # can tell two values apart (found on an H200: a dual off by a float32 subnormal, 1.95e-43)
-    tiny = float(np.finfo(c.dtype).tiny)
-    tolerance = rtol * (largest + float(abs(u).max()) + float(abs(v).max())) + tiny
-    slackness = float(abs(matched - u[rows] - v[cols]).max())
-    if rectangular:
+        matched = xp.where(xp.isfinite(matched), matched, 0.0)
+    primal = exact_sum(matched)
+    ms = matched * f
+    slackness = float(abs(matched - u[rows] - v[cols]).max()) if k else 0.0
+    violation = scan.violation
+    if rectangular:  # the longer side's duals: v_j <= 0, and 0 where unassigned
         violation = max(violation, float(v.max()))
         slackness = max(slackness, _unassigned_duals(xp, v, cols))
-    primal = math.fsum(matched.tolist())
-    bound = exact_sum(u_repaired, v_bounded)
-    scale = max(abs(primal), math.fsum(abs(matched).tolist()),
-                math.fsum(abs(u_repaired).tolist()) + math.fsum(abs(v_bounded).tolist()), 1e-300)
-    gap = abs(primal - bound) if math.isfinite(primal - bound) else math.inf
-    if not abs(sign * objective - primal) <= rtol * scale:
+    # the given duals are checked within rtol of the magnitudes they were computed from: the
+    # largest cost and dual (of a square matrix's duals shifted to max(v) = 0, which no common
+    # offset changes); the proof below needs no such allowance
+    shifted = _unscaled(_shifted_magnitude(u * f, v * f, rectangular), exponent)
+    tolerance = rtol * (scan.largest + shifted) + _unscaled(floor, exponent)
+    feasible, complementary = violation <= tolerance, slackness <= tolerance
+    # the proof: an exact lower bound, from the given column duals, from v = 0 (an assignment of
+    # every row's cheapest entry), or else from one more reduction of either (a second pass)
+    magnitude = exact_sum(abs(ms))
+    allowed = rtol * magnitude + k * floor  # (a cost that scaling made subnormal: off by 2**-1075)
+    vb = _bound_duals(xp, v, rectangular, f)
+    above, gap, bound = min(_gap_above(ms, scan.row_minima, scan.row_errors, vb),
+                            _gap_above(ms, scan.cost_minima, xp.zeros_like(vb)))
+    if not above <= allowed:
+        above, gap, bound = min((above, gap, bound), *_reduced_bounds(xp, c, sign, f, ms, scan, rectangular))
+    stored = _real(objective)
+    if stored is None:
+        problems.append(f"the stored objective {objective!r} is not a number")
+    elif not _objective_agrees(sign * stored, primal, magnitude, exponent, k, floor):
         problems.append(f"the stored objective {objective!r} is not the assignment's cost {sign * primal!r}")
-    return _verdict(sign * primal, sign * bound, gap, scale, max(violation, 0.0), slackness,
-                    gap <= rtol * scale + tiny, violation <= tolerance, slackness <= tolerance or heuristic, problems)
+    relative = gap / magnitude if magnitude > 0 else (0.0 if gap <= 0 else math.inf)
+    return _verdict(sign * primal, sign * _unscaled(bound, exponent), _unscaled(max(gap, 0.0), exponent), relative,
+                    max(violation, 0.0), slackness, above <= allowed, feasible, complementary or heuristic, problems)
+
+
+_EPS = float(np.finfo(np.float64).eps)
+_SUBNORMAL = math.ldexp(1.0, -1074)
+
+
+@dataclass
+class _Scan:
+    """What the first pass over a float matrix finds (values scaled): the rows' minima of
+    ``c - v`` (:func:`_bound_duals`) as computed, and the rounding error of each (their sums are the exact
+    minima), the rows' minima of ``c``, the worst dual violation (unscaled) and whether the given
+    duals are feasible within ``rtol`` of each pair's magnitudes."""
+
+    row_minima: object
+    row_errors: object
+    cost_minima: object
+    violation: float  # max (u_i + v_j - c_ij), unscaled
+    largest: float = 0.0  # the largest finite |c_ij| (unscaled)
+
+
+def _shifted_magnitude(u, v, rectangular: bool) -> float:
+    """``max |u| + max |v|`` of the duals, those of a square matrix taken as ``(u + t, v - t)``
+    with ``max(v - t) = 0``."""
+    t = 0.0 if rectangular else float(v.max())
+    return float(abs(u + t).max()) + float(abs(v - t).max())
+
+
+def _largest_cost(c) -> float:
+    """The largest finite ``|c_ij|``, a block of rows at a time."""
+    starts, step = _blocks(c)
+    return max(check_entries(widened(abs(c[start : start + step]))) for start in starts)
+
+
+def _scaled_blocks(c, sign, f):
+    """``(rows, sign * c[rows] * f)`` in float64, a block of rows at a time, checked for NaN and
+    -inf (scipy's ValueError), with each block's largest finite magnitude before scaling."""
+    starts, step = _blocks(c)
+    for start in starts:
+        d = sign * widened(c[start : start + step])
+        largest = check_entries(d)
+        d *= f
+        yield slice(start, start + step), d, largest
+
+
+def _minima_with_errors(xp, reduced, d, duals, axis: int):
+    """The minima of ``reduced = d - duals`` along ``axis``, and the rounding error of each:
+    Knuth's TwoSum on the entries that attain it (rounding is monotone, so the exact minimum is
+    among them), 0 where the minimum is infinite."""
+    low = reduced.min(axis=axis)
+    with np.errstate(invalid="ignore"):  # inf - inf on forbidden entries, which attain no finite minimum
+        back = reduced - d
+        error = (d - (reduced - back)) + (-duals - back)
+    attained = reduced == xp.expand_dims(low, axis)
+    error = xp.where(attained, error, math.inf).min(axis=axis)
+    return low, xp.where(xp.isfinite(low), error, 0.0)
+
+
+def _bound_duals(xp, v, rectangular: bool, f: float):
+    """The bound's column duals, scaled by ``f``: at most 0 on a rectangular matrix's longer side;
+    for a square matrix shifted to max 0 (v - t is as good as v, and a common offset of the
+    duals, however large, then leaves nothing behind: issue 37)."""
+    v = v * f
+    return xp.minimum(v, 0.0) if rectangular else v - float(v.max())
+
+
+def _first_pass(xp, c, sign, u, v, rectangular, exponent) -> _Scan | None:
+    """The first pass over the matrix (values scaled by ``2**-exponent``): a :class:`_Scan`, or None
+    where an unscaled cost exceeds :data:`FLOAT_HEADROOM` (the caller scans again with a scale)."""
+    k = c.shape[0]
+    f = math.ldexp(1.0, -exponent)
+    us, vs, vbs = u * f, v * f, _bound_duals(xp, v, rectangular, f)
+    scan = _Scan(xp.empty(k), xp.empty(k), xp.empty(k), -math.inf)
+    for block, d, largest in _scaled_blocks(c, sign, f):
+        if not exponent and largest > FLOAT_HEADROOM:
+            return None
+        scan.largest = max(scan.largest, largest)
+        scan.row_minima[block], scan.row_errors[block] = _minima_with_errors(xp, d - vbs[None, :], d, vbs[None, :], 1)
+        scan.cost_minima[block] = d.min(axis=1)
+        scan.violation = max(scan.violation, float((us[block, None] + vs[None, :] - d).max()))
+    scan.violation = math.ldexp(scan.violation, exponent)
+    return scan
+
+
+def _reduced_bounds(xp, c, sign, f, matched, scan: _Scan, rectangular: bool):
+    """The second pass: for row duals ``u`` equal to (or just below) the exact row minima of the
+    first pass, the best column duals ``v_j = min_i (c_ij - u_i)`` (at most 0 on a rectangular
+    matrix's longer side), exact as minima plus rounding errors: the paper's column reduction
+    after its row reduction (section 4.1), and the same after the given duals' rows. Returns
+    each bound's ``(gap above it, bound)``."""
+    exact_below = xp.where(scan.row_errors < 0, xp.nextafter(scan.row_minima, -math.inf), scan.row_minima)
+    row_duals = [scan.cost_minima, exact_below]
+    m = c.shape[1]
+    low = [xp.full(m, math.inf) for _ in row_duals]
+    error = [xp.zeros(m) for _ in row_duals]
+    for block, d, _ in _scaled_blocks(c, sign, f):
+        for r, u in enumerate(row_duals):
+            block_low, block_error = _minima_with_errors(xp, d - u[block, None], d, u[block, None], 0)
+            error[r] = xp.where(block_low < low[r], block_error,
+                                xp.where(block_low == low[r], xp.minimum(error[r], block_error), error[r]))
+            low[r] = xp.minimum(low[r], block_low)
+    bounds = []
+    for u, v_low, v_error in zip(row_duals, low, error, strict=True):
+        if rectangular:  # v_j <= 0: where the minimum is not below 0, v_j = 0
+            v_error = xp.where(v_low < 0, v_error, 0.0)
+            v_low = xp.minimum(v_low, 0.0)
+        bounds.append(_gap_above(matched, u, v_low, v_error))
+    return bounds
+
+
+def _gap_above(matched, *bound) -> tuple[float, float, float]:
+    """``sum(matched) - sum(bound)`` (the bound's arrays summed exactly) correctly rounded, a float
+    at least as large as it exactly is (one step up), and the bound."""
+    gap = exact_sum(matched, *(-b for b in bound))
+    return math.nextafter(gap, math.inf), gap, exact_sum(*bound)
+
+
+def _unscaled(x: float, exponent: int) -> float:
+    try:
+        return math.ldexp(x, exponent)
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def _real(x):
+    """``x`` as a Python float, or None if it is not a real number (a malformed stored objective:
+    a string, an array, a complex number, a bool)."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        return float(x)
+    except OverflowError:  # a Python int beyond float64 (an integer objective is compared exactly)
+        return math.inf if x > 0 else -math.inf
+
+
+def _objective_agrees(stored: float, primal: float, magnitude: float, exponent: int, k: int, floor: float) -> bool:
+    """Whether a stored objective is the assignment's cost summed in some order: within the
+    rounding of a sum of ``k`` terms of total magnitude ``magnitude`` (scaled units)."""
+    if math.isinf(primal) or math.isinf(stored):
+        return stored == primal
+    f = math.ldexp(1.0, -exponent)
+    return abs(stored * f - primal * f) <= (k + 1) * _EPS * magnitude + floor
 
 
 def _unassigned_duals(xp, v, cols):
@@ -243,7 +398,7 @@ def _unassigned_duals(xp, v, cols):
     return abs(v[free]).max().item() if bool(free.any()) else 0
 
 
-def _verdict(primal, bound, gap, scale, violation, slackness, closed, feasible, complementary, problems):
+def _verdict(primal, bound, gap, relative, violation, slackness, closed, feasible, complementary, problems):
     if not feasible:
         problems.append(f"the duals are not feasible (an entry's reduced cost is {-violation:.3g})")
     if not complementary:
@@ -251,7 +406,7 @@ def _verdict(primal, bound, gap, scale, violation, slackness, closed, feasible, 
     if not closed:
         problems.append("the dual bound does not meet the objective")
     return Certificate(
-        primal=primal, lower_bound=bound, gap=gap, relative_gap=gap / scale, max_dual_violation=violation,
+        primal=primal, lower_bound=bound, gap=gap, relative_gap=relative, max_dual_violation=violation,
         max_slackness_violation=slackness, optimal=not problems, problems=tuple(problems),
     )
 
@@ -278,8 +433,28 @@ def _widen_float32():
 
 def exact_sum(*arrays):
     """The exact sum of the entries of NumPy or CuPy arrays, all in one sum: a Python int for
-    integers, the correctly rounded float (``math.fsum``) for floats. One sum, not one per array
-    added after: two sides of a dual bound rounded apart cancel (DGS's bound passed the optimum
-    of [[-1, 1e-12], [1e-12, 2]] that way)."""
+    integers, the correctly rounded float for floats (``math.fsum``; ``±inf`` where the sum
+    itself is beyond float64). One sum, not one per array added after: two sides of a dual bound
+    rounded apart cancel (DGS's bound passed the optimum of [[-1, 1e-12], [1e-12, 2]] that way)."""
     values = [value for x in arrays for value in x.tolist()]
-    return sum(values) if all(x.dtype.kind in "biu" for x in arrays) else math.fsum(values)
+    if all(x.dtype.kind in "biu" for x in arrays):
+        return sum(values)
+    try:
+        return math.fsum(values)
+    except OverflowError:  # a partial sum passed float64's largest value (issue 37)
+        infinite = [x for x in values if not math.isfinite(x)]
+        return sum(infinite) if infinite else _fsum_of_huge(values)
+
+
+def _fsum_of_huge(values) -> float:
+    """:func:`math.fsum` for finite floats whose partial sums overflow: the sum in integer units
+    of 2**-1074 (every float64 is a whole number of them), rounded once by Python's correctly
+    rounded int / int division."""
+    total = 0
+    for x in values:
+        p, q = float(x).as_integer_ratio()
+        total += p * ((1 << 1074) // q)
+    try:
+        return total / (1 << 1074)
+    except OverflowError:
+        return math.inf if total > 0 else -math.inf

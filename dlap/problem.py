@@ -40,6 +40,9 @@ _ROW_BLOCK_ELEMENTS = 1 << 22  # rows scanned per NaN/inf check block, ~32 MB of
 MAX_INTEGER_MAGNITUDE = 2**62
 #: and span (max - min) at most this (reduced costs of a few spans stay exact in the solvers' float64)
 MAX_INTEGER_SPAN = 2**51
+#: float costs beyond this magnitude are solved scaled by a power of two (``Problem.scale_exponent``),
+#: so that no difference or sum of a few costs and duals overflows float64 (issue 37)
+FLOAT_HEADROOM = 2.0**1000
 MSG_INTEGER_RANGE = (
     "integer costs from {lo} to {hi} are outside the range dlap solves exactly (entries within "
     "+-2**62, max - min at most 2**51); convert the matrix to float64 to solve it in floating "
@@ -79,6 +82,10 @@ class Problem:
     #: with ``maximize``, not negated yet. The GPU backend does both on its copy, as it uploads it
     #: (``prepare(..., deferred=True)``: only what solves on a GPU asks for)
     deferred: bool = False
+    #: float costs beyond :data:`FLOAT_HEADROOM`: ``matrix`` is the caller's entries times
+    #: ``2**-scale_exponent`` (exact but for entries that become subnormal), and so are the duals
+    #: a solver finds
+    scale_exponent: int = 0
 
     @property
     def on_device(self) -> bool:
@@ -179,21 +186,64 @@ def working_dtype(dtype: np.dtype, maximize: bool) -> np.dtype:
     return np.dtype(np.int64 if size == 8 else np.int32)
 
 
-def check_entries(matrix: np.ndarray) -> None:
-    """Raise scipy's ValueError if ``matrix`` (minimisation form) holds NaN or -inf.
+def check_entries(matrix) -> float:
+    """Raise scipy's ValueError if ``matrix`` (minimisation form) holds NaN or -inf; return the
+    largest finite magnitude of a float64 matrix (0 for other dtypes, which cannot overflow
+    float64 arithmetic).
 
     Scans in row blocks so a large float matrix needs no n x m temporary.
     """
     if matrix.dtype.kind != "f":
-        return
+        return 0.0
+    xp = array_module(matrix)
     n_rows, n_cols = matrix.shape
     step = max(1, _ROW_BLOCK_ELEMENTS // max(n_cols, 1))
+    largest = 0.0
     for start in range(0, n_rows, step):
         block = matrix[start : start + step]
+        if not block.size:
+            continue
         # NaN and -inf are the only values whose minimum-compare fails: min(block) is NaN or -inf.
-        low = float(block.min()) if block.size else 0.0
+        low = float(block.min())
         if math.isnan(low) or low == -math.inf:
             raise ValueError(MSG_INVALID)
+        if matrix.dtype.itemsize == 8:
+            high = float(block.max())
+            if high == math.inf:  # forbidden pairs: the largest of the others
+                high = float(xp.where(block == math.inf, 0.0, abs(block)).max())
+            largest = max(largest, -low, high)
+    return largest
+
+
+def scale_exponent(largest: float) -> int:
+    """The power of two ``s`` that brings float magnitudes up to ``largest`` within
+    :data:`FLOAT_HEADROOM` once multiplied by ``2**-s`` (0 where they are within already)."""
+    if not largest > FLOAT_HEADROOM or not math.isfinite(largest):
+        return 0
+    return math.frexp(largest)[1] - math.frexp(FLOAT_HEADROOM)[1] + 1
+
+
+def unscaled_duals(u, v, exponent: int):
+    """A solver's duals of a matrix scaled by ``2**-exponent`` in the caller's units. Duals of
+    costs near float64's largest value can themselves pass it once scaled back (a row dual of
+    twice the largest cost); a square problem's duals are first shifted, ``(u + t, v - t)``, an
+    equally good dual solution, to the ``t`` that makes the largest magnitude smallest."""
+    if exponent and u.shape == v.shape and u.size:
+        a = max(float(u.max()), -float(v.min()))
+        b = max(float(v.max()), -float(u.min()))
+        t = (b - a) / 2
+        u, v = u + t, v - t
+    return unscaled(u, exponent), unscaled(v, exponent)
+
+
+def unscaled(x, exponent: int):
+    """Duals (or any values) of a matrix scaled by ``2**-exponent`` in the caller's units: times
+    ``2**exponent``, exactly (``inf`` where that passes float64's largest value)."""
+    if not exponent:
+        return x
+    xp = array_module(x)
+    with np.errstate(over="ignore"):
+        return xp.ldexp(x, exponent)
 
 
 def integer_offset(matrix, maximize: bool) -> int:
@@ -267,5 +317,8 @@ def prepare(cost, maximize: bool = False, deferred: bool = False) -> Problem:
         matrix = xp.negative(matrix, dtype=dtype)
     # no copy when the caller's matrix is already contiguous in the working dtype: solvers only read it.
     matrix = xp.ascontiguousarray(matrix, dtype=dtype)
-    check_entries(matrix)
-    return Problem(matrix=matrix, transposed=transposed, maximize=bool(maximize), original=original, offset=offset)
+    exponent = scale_exponent(check_entries(matrix))
+    if exponent:  # a new array (the caller's matrix is untouched)
+        matrix = xp.ldexp(matrix, -exponent)
+    return Problem(matrix=matrix, transposed=transposed, maximize=bool(maximize), original=original, offset=offset,
+                   scale_exponent=exponent)

@@ -25,7 +25,7 @@ import cupy
 import numpy as np
 
 from ..hungarian.state import HungarianState
-from ..problem import MSG_INVALID, Problem
+from ..problem import FLOAT_HEADROOM, MSG_INVALID, Problem, scale_exponent, unscaled_duals
 from . import gpu_kernels as gk
 from .base import (
     ARR_MAX_ROUNDS,
@@ -90,6 +90,7 @@ class GPUState(HungarianState):
     row_min_ready: bool = False  # u holds the raw row minima (from the upload)
     scaling: Any = None  # the ε-scaling phases' search arrays (_ScalingBuffers), made on first use
     staged: Any = None  # int32[STAGED_EDGES_PER_ROW * n_rows]: the compression's staged edges, made on first use
+    upload_exponent: int = 0  # the device copy is the uploaded matrix times 2**-upload_exponent (huge costs)
 
 
 @dataclass
@@ -153,6 +154,13 @@ def _ordered(x: float) -> np.uint64:
     """common.cuh's ordered(): the order-preserving u64 of a double (for the atomicMin slots)."""
     bits = struct.unpack("<Q", struct.pack("<d", x))[0]
     return np.uint64(~bits & (2**64 - 1) if bits >> 63 else bits | (1 << 63))
+
+
+#: the largest finite magnitude of an array, in one pass and no temporary
+_largest_finite = cupy.ReductionKernel(
+    "T x", "float64 y", "isinf((double)x) ? 0.0 : fabs((double)x)", "max(a, b)", "y = a", "0.0",
+    "dlap_largest_finite",
+)
 
 
 def _finite(x) -> bool:
@@ -231,10 +239,21 @@ class GPUBackend(Backend):
             band_arg=cupy.empty((n_bands, n_cols), dtype=np.int32),
         )
         if not on_device:
-            invalid = self._upload(matrix, state, problem.deferred, problem.deferred and problem.maximize)
+            invalid, huge = self._upload(matrix, state, problem.deferred, problem.deferred and problem.maximize)
             if invalid:
                 raise ValueError(MSG_INVALID)
+            if huge:
+                self._scale_into_range(state)
         return state
+
+    @staticmethod
+    def _scale_into_range(state: GPUState) -> None:
+        """A deferred float matrix with costs beyond FLOAT_HEADROOM: the device copy scaled by a
+        power of two (as dlap.problem.prepare scales a host matrix), the duals given back scaled
+        up by :meth:`to_host` and :meth:`to_device`; the upload's reductions are made again."""
+        state.upload_exponent = scale_exponent(float(_largest_finite(state.cost)))
+        cupy.ldexp(state.cost, -state.upload_exponent, out=state.cost)
+        state.row_min_ready = state.bands_ready = False
 
     @staticmethod
     def _allocate_state(cost, tol_scale: float, **extra) -> GPUState:
@@ -255,7 +274,8 @@ class GPUBackend(Backend):
         """Copy ``host`` into ``state.cost`` and reduce it as it lands (row minima, band column
         minima), after negating it (``negate``) and checking its entries (``check``: the work of a
         deferred :class:`Problem`). Leaves ``u`` = row minima and the bands = raw column minima;
-        returns whether an entry was NaN or -inf (checked only with ``check``).
+        returns whether an entry was NaN or -inf, and whether one was finite beyond
+        ``FLOAT_HEADROOM`` (both checked only with ``check``).
 
         A matrix of one chunk (``UPLOAD_CHUNK_BYTES``) goes in one copy from pageable memory (the
         driver's own staging pipelines it); a larger one in row chunks through pinned buffers,
@@ -271,7 +291,7 @@ class GPUBackend(Backend):
         n_workers = max(1, min(UPLOAD_THREADS, len(chunks), os.cpu_count() or 1))
         row_minimum, band_minima, invalid_entries = (
             gk.kernel("reduction", name, host.dtype) for name in ("row_minimum", "column_minimum_bands", "invalid_entries"))
-        invalid = cupy.zeros(1, dtype=np.int32)
+        flags = cupy.zeros(2, dtype=np.int32)  # an invalid entry, a huge one
         device = state.cost
 
         def landed(a: int, b: int) -> None:  # rows [a, b) are on the device (current stream)
@@ -280,14 +300,15 @@ class GPUBackend(Backend):
                 cupy.bitwise_xor(bits, bits.dtype.type(1 << (8 * host.itemsize - 1)), out=bits)
             if check:
                 entries = (b - a) * n_cols
-                invalid_entries((gk.blocks(entries, 4 * gk.BLOCK),), (gk.BLOCK,), (device[a:b], np.int64(entries), invalid))
+                invalid_entries((gk.blocks(entries, 4 * gk.BLOCK),), (gk.BLOCK,),
+                                (device[a:b], np.int64(entries), np.float64(FLOAT_HEADROOM), flags, flags[1:]))
             self._reduce_rows(state, row_minimum, band_minima, a, b)
 
         state.row_min_ready = state.bands_ready = True
         if len(chunks) == 1:
             device.set(host)
             landed(0, n_rows)
-            return bool(invalid.get()[0])
+            return tuple(bool(x) for x in flags.get())
         cupy.cuda.Device(state.device_id).synchronize()  # the state's fills (null stream) are done
 
         def worker(w: int) -> None:
@@ -307,7 +328,7 @@ class GPUBackend(Backend):
 
         with ThreadPoolExecutor(n_workers) as pool:
             list(pool.map(worker, range(n_workers)))
-        return bool(invalid.get()[0])
+        return tuple(bool(x) for x in flags.get())
 
     def _reduce_rows(self, state: GPUState, row_min, bands, a: int, b: int) -> None:
         """Row minima of rows [a, b) into u, raw column minima of their bands (current stream)."""
@@ -685,8 +706,9 @@ class GPUBackend(Backend):
         return int(ctl[gk.CTL_DUAL_UPDATES]), int(ctl[gk.CTL_SCANNED])
 
     def to_host(self, state):
-        return state.row_match.get().astype(np.int64), state.u.get(), state.v.get()
+        row_match, u, v = self.to_device(state)
+        return row_match.get(), u.get(), v.get()
 
     def to_device(self, state):
         """``(row_match, u, v)`` as CuPy arrays (for a matrix the caller passed on the GPU)."""
-        return state.row_match.astype(np.int64), state.u, state.v
+        return (state.row_match.astype(np.int64), *unscaled_duals(state.u, state.v, state.upload_exponent))

@@ -82,21 +82,24 @@ EXACT_MIN_PROGRESS = 0.02
 def epsilon_schedule(excess: float, n_rows: int, integer: bool, theta: float = SCALING_FACTOR) -> list[float]:
     """The ε of each ε-phase: from the greedy assignment's mean excess per row down by ``theta`` each
     phase, while ε stays above ``FINAL_EPSILON_FRACTION * ε₀ / n`` (and, for integer costs, at
-    least 1: integer prices keep the exact phase's arithmetic exact)."""
+    least 1: integer prices keep the exact phase's arithmetic exact). The number of phases is
+    fixed by ``n`` and ``theta`` alone, and an ε that float64 cannot hold (a subnormal or zero
+    excess: issue 37's ``5e-324`` had ε₀ / n underflow to 0, and the schedule grew without end)
+    ends it."""
     if not excess > 0 or not math.isfinite(excess):
         return []
     eps = excess / n_rows
     lowest = eps * FINAL_EPSILON_FRACTION / n_rows
     schedule = []
-    while eps >= lowest:
-        if integer:
-            if eps < 1:
-                break
-            schedule.append(float(math.floor(eps)))
-        else:
-            schedule.append(eps)
+    for _ in range(2 + math.ceil(math.log(n_rows / FINAL_EPSILON_FRACTION) / math.log(theta))):
+        if eps < lowest or eps < (1 if integer else _SMALLEST_NORMAL):
+            break
+        schedule.append(float(math.floor(eps)) if integer else eps)
         eps /= theta
     return schedule
+
+
+_SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 
 
 def normalise_prices(state) -> None:

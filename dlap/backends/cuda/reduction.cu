@@ -3,16 +3,19 @@
 // run of bidding.cu's rounds of bids with eps = 0).
 // Every kernel keeps the duals feasible; v only ever decreases.
 
-// Whether a float matrix, in minimisation form, holds NaN or -inf, scipy's invalid entries (flag =
-// 1): the check of a host matrix that dlap.problem left to the GPU, made on each chunk as it lands.
+// Whether a float matrix, in minimisation form, holds NaN or -inf, scipy's invalid entries
+// (*invalid = 1), or finite entries beyond headroom (*huge = 1: the solve scales the matrix by a
+// power of two, dlap.problem.FLOAT_HEADROOM): the check of a host matrix that dlap.problem left to
+// the GPU, made on each chunk as it lands.
 template <typename T>
-__global__ void invalid_entries(const T* C, long long n, int* flag) {
+__global__ void invalid_entries(const T* C, long long n, double headroom, int* invalid, int* huge) {
     for (long long k = global_thread(); k < n; k += grid_threads()) {
         const double x = widen(C[k]);
         if (x != x || x == -DLAP_INF) {
-            *flag = 1;
+            *invalid = 1;
             return;
         }
+        if (x != DLAP_INF && fabs(x) > headroom) *huge = 1;
     }
 }
 

@@ -113,11 +113,23 @@ def solve_batch(costs, *, maximize: bool = False, device: str = "auto", duals: b
         from .api import MSG_NO_GPU
 
         raise RuntimeError(MSG_NO_GPU)
+    groups = problems.by_dtype()
+    if len(groups) > 1:  # each problem keeps its own dtype's rules (issue 37: all were cast to float64)
+        parts = [(index, _solve(group, on_gpu, maximize, duals, give_back)) for index, group in groups]
+        result = _merged(parts, len(problems.n), maximize, duals)
+    else:
+        result = _solve(problems, on_gpu, maximize, duals, give_back)
+    result.device, result.seconds = "gpu" if on_gpu else "cpu", time.perf_counter() - started
+    return result
+
+
+def _solve(problems: _Problems, on_gpu: bool, maximize: bool, duals: bool, give_back) -> BatchResult:
+    """The problems of one working dtype, solved on the GPU or the CPU."""
+    offsets = problems.integer_offsets(maximize)  # on the caller's dtypes (uint64 beyond int64 is refused)
     problems = problems.moved(on_gpu)
     sign = -1 if maximize else 1
-    offsets = problems.integer_offsets(maximize)
     flat, start = problems.packed()
-    check_entries(flat, start, problems.n * problems.m, maximize)
+    check_entries(flat, start, problems.n * problems.m, maximize, problems.number)
     rows, cols = np.minimum(problems.n, problems.m), np.maximum(problems.n, problems.m)
     transposed = problems.n > problems.m
     if on_gpu:
@@ -129,9 +141,22 @@ def solve_batch(costs, *, maximize: bool = False, device: str = "auto", duals: b
         u, v, col4row, status = _solve_on_cpu(flat, start, rows, cols, transposed, sign, offsets, problems.integer)
     failed = np.flatnonzero(status)
     if failed.size:
-        raise ValueError(f"problem {failed[0]}: {MSG_INFEASIBLE}")
-    result = problems.answers(flat, start, col4row, u, v, offsets, maximize, duals, give_back)
-    result.device, result.seconds = "gpu" if on_gpu else "cpu", time.perf_counter() - started
+        raise ValueError(f"problem {problems.number(failed[0])}: {MSG_INFEASIBLE}")
+    return problems.answers(flat, start, col4row, u, v, offsets, maximize, duals, give_back)
+
+
+def _merged(parts, count: int, maximize: bool, duals: bool) -> BatchResult:
+    """The results of a ragged batch's dtype groups (each ``(their problems' indices, result)``)
+    in the batch's order; the objective an object array of each problem's own value."""
+    result = BatchResult([None] * count, [None] * count, np.empty(count, dtype=object), maximize, "",
+                         row_duals=[None] * count if duals else None, col_duals=[None] * count if duals else None)
+    for index, part in parts:
+        objective = part.objective.get() if is_device_array(part.objective) else part.objective
+        for k, b in enumerate(index):
+            result.row_ind[b], result.col_ind[b] = part.row_ind[k], part.col_ind[k]
+            result.objective[b] = objective[k].item() if hasattr(objective[k], "item") else objective[k]
+            if duals:
+                result.row_duals[b], result.col_duals[b] = part.row_duals[k], part.col_duals[k]
     return result
 
 
@@ -160,6 +185,27 @@ class _Problems:
     stacked: object | None
     n: np.ndarray
     m: np.ndarray
+    numbers: np.ndarray | None = None  # each problem's index in the caller's batch (a dtype group's)
+
+    def number(self, b: int) -> int:
+        """Problem ``b``'s index in the caller's batch (its errors name it)."""
+        return int(b if self.numbers is None else self.numbers[b])
+
+    def by_dtype(self) -> list[tuple[np.ndarray, _Problems]]:
+        """The problems grouped by the dtype a solver reads (a ragged batch may mix them), each
+        group with its problems' indices: one group where they share it."""
+        everyone = np.arange(len(self.n))
+        if self.stacked is not None:
+            return [(everyone, self)]
+        kinds = [working_dtype(a.dtype, False) for a in self.matrices]  # (the kernels negate as they read)
+        if len(set(kinds)) <= 1:
+            return [(everyone, self)]
+        groups = []
+        for kind in dict.fromkeys(kinds):
+            index = np.array([b for b, k in enumerate(kinds) if k == kind], dtype=np.int64)
+            groups.append((index, _Problems([self.matrices[b] for b in index], None, self.n[index], self.m[index],
+                                            index)))
+        return groups
 
     @property
     def on_gpu(self) -> bool:
@@ -183,19 +229,17 @@ class _Problems:
             import cupy as xp
         else:
             xp = np
-        if self.stacked is not None:
-            dtype = working_dtype(self.stacked.dtype, False)
-        else:
-            dtype = working_dtype(np.result_type(*[a.dtype for a in self.matrices]) if self.matrices else np.float64,
-                                  False)
+        # (a group of by_dtype: every matrix has this working dtype)
+        dtype = working_dtype((self.stacked if self.stacked is not None else (self.matrices or [np.empty(0)])[0]).dtype,
+                              False)
 
         def move(a):
             a = a.get() if (is_device_array(a) and not gpu) else a
             return xp.ascontiguousarray(xp.asarray(a), dtype=dtype)
 
         if self.stacked is not None:
-            return _Problems(None, move(self.stacked), self.n, self.m)
-        return _Problems([move(a) for a in self.matrices], None, self.n, self.m)
+            return _Problems(None, move(self.stacked), self.n, self.m, self.numbers)
+        return _Problems([move(a) for a in self.matrices], None, self.n, self.m, self.numbers)
 
     def integer_offsets(self, maximize: bool) -> np.ndarray:
         """Per problem, :func:`dlap.problem.integer_offset`: the shift into ``[0, span]`` of a
@@ -213,7 +257,7 @@ class _Problems:
             try:
                 offsets[b] = offset_for_range(low, high, maximize)
             except ValueError as e:
-                raise ValueError(f"problem {b}: {e}") from None
+                raise ValueError(f"problem {self.number(b)}: {e}") from None
         return offsets
 
     def packed(self):
@@ -269,9 +313,10 @@ class _Problems:
         return (vb, ub) if transposed else (ub, vb)
 
 
-def check_entries(flat, start, sizes, maximize: bool) -> None:
+def check_entries(flat, start, sizes, maximize: bool, number=int) -> None:
     """scipy's ValueError for NaN, or -inf when minimising (+inf when maximising), naming the
-    first problem that has one: one pass over the packed batch, one synchronisation."""
+    first problem that has one (``number``: its index in the caller's batch): one pass over the
+    packed batch, one synchronisation."""
     if flat.dtype.kind != "f" or not flat.size:
         return
     xp = array_module(flat)
@@ -280,7 +325,7 @@ def check_entries(flat, start, sizes, maximize: bool) -> None:
         return
     first = int(xp.argmin(good))
     problem = int(np.searchsorted(start + sizes, first, side="right"))
-    raise ValueError(f"problem {problem}: {MSG_INVALID}")
+    raise ValueError(f"problem {number(problem)}: {MSG_INVALID}")
 
 
 def _objectives(xp, flat, start, col4row, n, m, integer: bool):

@@ -61,10 +61,15 @@ class Certificate:
     def __str__(self) -> str:
         verdict = "optimal" if self.optimal else "NOT proven optimal"
         text = (
-            f"{verdict}: objective {self.primal:.12g}, dual bound {self.lower_bound:.12g}, "
-            f"gap {self.gap:.3g} (relative {self.relative_gap:.3g})"
+            f"{verdict}: objective {_shown(self.primal)}, dual bound {_shown(self.lower_bound)}, "
+            f"gap {_shown(self.gap, 3)} (relative {self.relative_gap:.3g})"
         )
         return text + "".join(f"; {p}" for p in self.problems)
+
+
+def _shown(x, digits: int = 12) -> str:
+    """An integer certificate's values in full, a float's to ``digits`` significant digits."""
+    return str(x) if isinstance(x, int) else f"{x:.{digits}g}"
 
 
 def refused(problems) -> Certificate:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import warnings
@@ -59,11 +60,38 @@ def read_matrix(path: str) -> np.ndarray:
     try:
         if p.suffix == ".npy":
             return np.load(p, mmap_mode="r", allow_pickle=False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # numpy warns, and returns an empty array, on a file of no rows
-            return np.loadtxt(p, delimiter=",", ndmin=2)
+        return _read_csv(p)
     except (ValueError, EOFError, OSError, UserWarning) as e:
+        if isinstance(e, FileError):
+            raise
         raise FileError(f"{path}: not a {p.suffix} matrix ({' '.join(str(e).split())})") from None
+
+
+#: integers beyond this magnitude are not all float64 numbers
+_FLOAT_EXACT = 2**53
+_INTEGER_TOKEN = re.compile(r"^\s*[+-]?\d+\s*$")
+
+
+def _read_csv(p: Path) -> np.ndarray:
+    """A CSV matrix: int64 where every entry is an integer within int64 (issue 37: integers were
+    read as float64, and 2**60 + 9 rounded to 2**60), float64 otherwise; refused where an entry
+    written as an integer cannot be read either way (beyond int64 in a matrix of integers, or
+    beyond 2**53 beside entries that are not integers)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy warns, and returns an empty array, on a file of no rows
+        try:
+            return np.loadtxt(p, delimiter=",", ndmin=2, dtype=np.int64)
+        except (ValueError, OverflowError):
+            matrix = np.loadtxt(p, delimiter=",", ndmin=2)
+    if np.any((abs(matrix) >= _FLOAT_EXACT) & np.isfinite(matrix)):
+        tokens = (t for line in p.read_text().splitlines() for t in line.split(","))
+        inexact = next((t.strip() for t in tokens if _INTEGER_TOKEN.match(t) and abs(int(t)) > _FLOAT_EXACT), None)
+        if inexact is not None:
+            raise FileError(
+                f"{p}: the integer {inexact} cannot be read exactly: integer matrices are read as int64, and this "
+                "one has entries beyond int64 or entries that are not integers, which make it float64, exact "
+                "for integers up to 2**53 only")
+    return matrix
 
 
 def check_writable(path: str, formats: tuple[str, ...], what: str) -> Path:

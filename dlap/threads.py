@@ -18,8 +18,10 @@ processes; n = 2000 takes 52 ms on one thread and 27 ms on two.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
+import threading
 from contextlib import contextmanager
 
 #: solves of fewer entries than this run on one thread (no thread team at all): n = 1000 is serial
@@ -79,15 +81,33 @@ def threads_for(n_entries: int, limit: int | None = None) -> int:
 @contextmanager
 def solve_threads(n_entries: int, limit: int | None = None):
     """Run the body's Numba kernels on :func:`threads_for` threads (yielded), restoring the
-    count after."""
+    count after; one body at a time where Numba's threading layer cannot run parallel regions
+    from several threads at once (:func:`thread_safe_layer`)."""
     import numba
 
     from .backends import numba_setup  # noqa: F401 - the wait policy, before the team starts
 
-    previous = numba.get_num_threads()
-    threads = min(threads_for(n_entries, limit), _numba_max())
-    numba.set_num_threads(threads)
+    previous = numba.get_num_threads()  # (starts the thread team: the layer is known from here)
+    with contextlib.nullcontext() if thread_safe_layer() else _one_at_a_time:
+        threads = min(threads_for(n_entries, limit), _numba_max())
+        numba.set_num_threads(threads)
+        try:
+            yield threads
+        finally:
+            numba.set_num_threads(previous)
+
+
+#: held by each CPU solve where the threading layer is not thread-safe
+_one_at_a_time = threading.RLock()
+
+
+def thread_safe_layer() -> bool:
+    """Whether Numba's threading layer runs parallel regions launched from several threads at
+    once: TBB and OpenMP do; ``workqueue``, which Numba falls back to where neither runtime is
+    installed, aborts the process instead (issue 37: eight threads solving at once, exit 134)."""
+    import numba
+
     try:
-        yield threads
-    finally:
-        numba.set_num_threads(previous)
+        return numba.threading_layer() != "workqueue"
+    except ValueError:  # no thread team started yet: assume the worst
+        return False

@@ -213,3 +213,45 @@ def test_tiny_costs_beside_large_ones():
     result = dlap.solve_batch([cost], duals=True)
     assert _value(result.objective[0]) == exhaustive_optimum(cost, False) == 2e-12
     assert result.verify(0, cost).optimal
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_ragged_batch_of_mixed_dtypes_keeps_each_problems_rules(device):
+    """Issue 37: a ragged batch of int64 near 2**60 and float32 was cast to float64 whole, and the
+    integer problem got the diagonal (not optimal) and a float objective; uint64 beside int64
+    likewise. Each problem keeps its dtype's rules: exact integers, Python-int objectives."""
+    near = (2**60 + np.array([[9, 0], [0, 9]])).astype(np.int64)
+    unsigned = (2**61 + np.array([[5, 0], [0, 5]])).astype(np.uint64)
+    costs = [near, np.ones((1, 1), np.float32), unsigned, np.array([[0.5, 0.25]]), np.zeros((0, 2), np.int32)]
+    result = dlap.solve_batch([on(device, c) for c in costs], duals=True)
+    assert [host(c).tolist() for c in result.col_ind] == [[1, 0], [0], [1, 0], [1], []]
+    assert result.objective[0] == 2**61 and type(result.objective[0]) is int
+    assert result.objective[2] == 2**62 and type(result.objective[2]) is int
+    assert result.objective[1] == 1.0 and result.objective[3] == 0.25 and result.objective[4] == 0
+    for b, cost in enumerate(costs):
+        assert result.verify(b, cost).optimal, b
+    with pytest.raises(ValueError, match=r"^problem 2: integer costs from 9223372036854775808"):
+        dlap.solve_batch([np.ones((1, 1)), near, np.array([[2**63 + 5, 2**63]], dtype=np.uint64)])
+    with pytest.raises(ValueError, match=r"^problem 2: cost matrix is infeasible$"):
+        dlap.solve_batch([near, np.ones((1, 1), np.float32), np.full((2, 2), np.inf)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(costs=st.lists(st.one_of(*(STRATEGIES[s] for s in ("ties", "huge-ints", "int32", "float32", "wide-floats"))),
+                      min_size=1, max_size=5),
+       maximize=st.booleans())
+def test_a_mixed_batch_answers_each_problem_as_a_solve_of_it_alone(costs, maximize):
+    result = dlap.solve_batch(costs, maximize=maximize, duals=True)
+    for b, cost in enumerate(costs):
+        alone = dlap.solve(cost, maximize=maximize, device="cpu")
+        assert result.objective[b] == alone.objective or (
+            cost.dtype.kind == "f" and np.isclose(result.objective[b], alone.objective, rtol=1e-9, atol=1e-300))
+        assert isinstance(result.objective[b], (int, np.integer)) == (cost.dtype.kind != "f")
+        assert result.verify(b, cost).optimal or cost.dtype.kind == "f"
+
+
+def test_an_empty_batch_is_an_empty_result():
+    """Issue 37: solve_batch([]) raised AttributeError."""
+    for empty in ([], (), np.zeros((0, 3, 3))):
+        result = dlap.solve_batch(empty, duals=True)
+        assert len(result) == 0 and list(result) == [] and len(result.objective) == 0

@@ -93,3 +93,37 @@ def test_threads_for_follows_the_size_rule(limit_restored):
     assert threads.threads_for(threads.SERIAL_MAX_ENTRIES, limit=3) == 3
     assert threads.threads_for(10, limit=3) == 1
     np.testing.assert_equal(dlap.get_num_threads(), 1)
+
+
+CONCURRENT = """
+import threading, numpy as np, numba, dlap
+from scipy.optimize import linear_sum_assignment as scipy_lsa
+wrong = []
+def work(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(12):
+        n = int(rng.integers(20, 100))
+        cost = rng.random((n, n)) if seed % 2 else rng.integers(0, 50, (n, n + 3))
+        rows, cols = scipy_lsa(cost)
+        if not np.isclose(dlap.solve(cost, device="cpu").objective, cost[rows, cols].sum(), rtol=1e-12, atol=0):
+            wrong.append(seed)
+    batch = dlap.solve_batch(rng.random((16, 8, 8)))
+    if len(batch) != 16:
+        wrong.append(seed)
+threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(numba.threading_layer(), wrong)
+"""
+
+
+@pytest.mark.parametrize("layer", ["workqueue", "default"])
+def test_solves_from_many_threads_at_once_on_every_threading_layer(layer):
+    """Issue 37: eight threads solving at once aborted the process (exit 134, "Concurrent access
+    has been detected") under Numba's workqueue layer, which Numba falls back to where no OpenMP
+    or TBB runtime exists. There dlap's CPU solves take turns; elsewhere they run at once."""
+    env = {**os.environ, "NUMBA_THREADING_LAYER": layer}
+    done = subprocess.run([sys.executable, "-c", CONCURRENT], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    name, wrong = done.stdout.split(maxsplit=1)
+    assert wrong.strip() == "[]" and (name == "workqueue") == (layer == "workqueue")

@@ -12,7 +12,7 @@ import numpy as np
 from .arrays import adopt
 from .certificate import exact_sum
 from .dgs import STARTS, SWITCHINGS
-from .problem import InfeasibleError, Problem, array_module, is_device_array, prepare, unscaled_duals
+from .problem import InfeasibleError, Problem, array_module, is_device_array, prepare, unscaled, unscaled_duals
 from .result import Assignment, MatrixReference, Stats, caller_duals
 
 METHODS = ("auto", "classical", "tree", "hybrid", "scaling", "dgs")
@@ -171,12 +171,17 @@ def _reduction_bound(result: Assignment, problem: Problem):
     [[-1, 1e-12], [1e-12, 2]], whose optimum is 2e-12; found by the property test). Float column
     duals v_j = min_i (c_ij - u_i) are rounded to nearest, so each may exceed the exact
     differences by half a unit in its last place: a unit per column is given back, and the
-    total is rounded away from the optimum."""
+    total is rounded away from the optimum. A matrix scaled into float64's range
+    (``Problem.scale_exponent``) was reduced in its scaled units, where a cost can round to a
+    subnormal: a unit of those per row is given back too."""
     u, v = result.row_duals, result.col_duals
     if problem.is_integer:
         return exact_sum(u, v)
     sign = -1.0 if problem.maximize else 1.0
-    given_back = -sign * _ulp(np.abs(v.get() if is_device_array(v) else v))
+    exponent = problem.scale_exponent
+    v_scaled = np.ldexp(np.abs(v.get() if is_device_array(v) else v), -exponent)
+    rows = np.full(len(u), math.ldexp(1.0, exponent - 1074) if exponent else 0.0)
+    given_back = -sign * np.concatenate([unscaled(_ulp(v_scaled), exponent), rows])
     return float(np.nextafter(exact_sum(u, v, given_back), -sign * np.inf))
 
 

@@ -208,24 +208,105 @@ def _as_int(xp, duals, name, problems):
 
 def _float_terms(xp, c, rows, cols, u, v, sign, objective, heuristic, rtol, problems) -> Certificate:
     """Steps 2-5 in float64 (see the module docstring, "Floats")."""
-    k, rectangular = c.shape[0], c.shape[0] < c.shape[1]
+    rectangular = c.shape[0] < c.shape[1]
     u, v = sign * u.astype(np.float64), sign * v.astype(np.float64)
-    tiny = float(np.finfo(c.dtype).tiny)
     duals_large = max(float(abs(u).max()), float(abs(v).max()))
     exponent = scale_exponent(duals_large)
-    scan = _first_pass(xp, c, sign, u, v, rectangular, exponent)
+    scan = float_scan(xp, c, sign, u, v, bound_duals(xp, v, rectangular, exponent), exponent)
     if scan is None:  # a cost beyond FLOAT_HEADROOM: again, with every value scaled into range
         exponent = scale_exponent(max(duals_large, _largest_cost(c)))
-        scan = _first_pass(xp, c, sign, u, v, rectangular, exponent)
+        scan = float_scan(xp, c, sign, u, v, bound_duals(xp, v, rectangular, exponent), exponent)
+    matched = sign * widened(c[rows, cols])
+    slackness = float(abs(matched - u[rows] - v[cols]).max()) if rows.size else 0.0
+    return float_verdict(
+        xp, scan, matched, cols, u, v, slackness, exponent, float(np.finfo(c.dtype).tiny), rtol, objective, heuristic,
+        problems, lambda row_duals: column_reductions(xp, c, sign, exponent, row_duals), sign,
+    )
+
+
+_EPS = float(np.finfo(np.float64).eps)
+_SUBNORMAL = math.ldexp(1.0, -1074)
+
+
+@dataclass
+class FloatScan:
+    """What a pass over (a part of) a float matrix in minimisation form finds, values scaled by
+    ``2**-exponent``: each row's minimum of ``c - v`` (:func:`bound_duals`) as computed, and its
+    rounding error (their sum is the exact minimum), each row's minimum of ``c``; unscaled, the
+    worst ``u_i + v_j - c_ij`` of the given duals and the largest finite ``|c_ij|``."""
+
+    row_minima: object
+    row_errors: object
+    cost_minima: object
+    violation: float
+    largest: float = 0.0
+
+
+def bound_duals(xp, v, rectangular: bool, exponent: int):
+    """The bound's column duals, scaled by ``2**-exponent``: at most 0 on a rectangular matrix's
+    longer side; a square matrix's shifted to max 0 (v - t is as good as v, and a common offset
+    of the duals, however large, then leaves nothing behind: issue 37)."""
+    v = v * math.ldexp(1.0, -exponent)
+    return xp.minimum(v, 0.0) if rectangular else v - float(v.max())
+
+
+def float_scan(xp, c, sign, u, v, vb, exponent: int) -> FloatScan | None:
+    """One pass over ``c`` (a matrix, or a rank's slab of one) in row blocks: ``u`` are its rows'
+    given duals, ``v`` its columns' and ``vb`` their :func:`bound_duals`. None where an unscaled
+    cost exceeds :data:`FLOAT_HEADROOM` while ``exponent`` is 0 (the caller scans again, scaled)."""
+    f = math.ldexp(1.0, -exponent)
+    us, vs = u * f, v * f
+    k = c.shape[0]
+    scan = FloatScan(xp.empty(k), xp.empty(k), xp.empty(k), -math.inf)
+    for block, d, largest in _scaled_blocks(c, sign, f):
+        if not exponent and largest > FLOAT_HEADROOM:
+            return None
+        scan.largest = max(scan.largest, largest)
+        scan.row_minima[block], scan.row_errors[block] = _minima_with_errors(xp, d - vb[None, :], d, vb[None, :], 1)
+        scan.cost_minima[block] = d.min(axis=1)
+        scan.violation = max(scan.violation, float((us[block, None] + vs[None, :] - d).max()))
+    scan.violation = math.ldexp(scan.violation, exponent)
+    return scan
+
+
+def column_reductions(xp, c, sign, exponent: int, row_duals) -> list:
+    """For each array of row duals (one per row of ``c``, scaled by ``2**-exponent``, each at
+    most the rows' exact minima of some ``c - v``), the columns' minima of ``c - u`` and their
+    rounding errors: the column reduction of section 4.1 made exact."""
+    f = math.ldexp(1.0, -exponent)
+    m = c.shape[1]
+    found = [(xp.full(m, math.inf), xp.zeros(m)) for _ in row_duals]
+    for block, d, _ in _scaled_blocks(c, sign, f):
+        for r, u in enumerate(row_duals):
+            found[r] = merge_minima(*found[r], *_minima_with_errors(xp, d - u[block, None], d, u[block, None], 0))
+    return found
+
+
+def merge_minima(low, error, other_low, other_error):
+    """Exact minima (computed minimum, rounding error) of two parts of the same rows or columns."""
+    xp = array_module(low)
+    error = xp.where(other_low < low, other_error, xp.where(other_low == low, xp.minimum(error, other_error), error))
+    return xp.minimum(low, other_low), error
+
+
+def float_verdict(xp, scan: FloatScan, matched, cols, u, v, slackness: float, exponent: int, tiny: float,
+                  rtol: float, objective, heuristic: bool, problems: list, reductions, sign: int = 1,
+                  stored: bool = True) -> Certificate:
+    """The float certificate from a whole matrix's :class:`FloatScan` (a rank's, combined):
+    ``matched`` the assigned costs (minimisation form, unscaled), ``cols`` their columns, ``u``
+    and ``v`` the given duals, ``slackness`` the largest ``|c - u - v|`` on the assigned pairs;
+    ``reductions(row_duals)`` is :func:`column_reductions` over the whole matrix, asked for only
+    where the first bounds do not close. ``stored`` False: no stored objective to check (the
+    ranks of a Dask solve, whose objective is what they sum).
+    Everything is in minimisation form but the objective and the certificate's primal and bound,
+    which are the caller's (``sign`` -1: maximised)."""
+    k, rectangular = u.shape[0], u.shape[0] < v.shape[0]
     f = math.ldexp(1.0, -exponent)  # values scaled by f are exact unless they fall below 2**-1022
     floor = max(tiny * f, _SUBNORMAL)
-    matched = sign * widened(c[rows, cols])
     if not bool(xp.isfinite(matched).all()):
         problems.append("the assignment takes a forbidden (infinite) pair")
         matched = xp.where(xp.isfinite(matched), matched, 0.0)
     primal = exact_sum(matched)
-    ms = matched * f
-    slackness = float(abs(matched - u[rows] - v[cols]).max()) if k else 0.0
     violation = scan.violation
     if rectangular:  # the longer side's duals: v_j <= 0, and 0 where unassigned
         violation = max(violation, float(v.max()))
@@ -235,42 +316,31 @@ def _float_terms(xp, c, rows, cols, u, v, sign, objective, heuristic, rtol, prob
     # offset changes); the proof below needs no such allowance
     shifted = _unscaled(_shifted_magnitude(u * f, v * f, rectangular), exponent)
     tolerance = rtol * (scan.largest + shifted) + _unscaled(floor, exponent)
-    feasible, complementary = violation <= tolerance, slackness <= tolerance
     # the proof: an exact lower bound, from the given column duals, from v = 0 (an assignment of
     # every row's cheapest entry), or else from one more reduction of either (a second pass)
+    ms = matched * f
     magnitude = exact_sum(abs(ms))
     allowed = rtol * magnitude + k * floor  # (a cost that scaling made subnormal: off by 2**-1075)
-    vb = _bound_duals(xp, v, rectangular, f)
+    vb = bound_duals(xp, v, rectangular, exponent)
     above, gap, bound = min(_gap_above(ms, scan.row_minima, scan.row_errors, vb),
                             _gap_above(ms, scan.cost_minima, xp.zeros_like(vb)))
     if not above <= allowed:
-        above, gap, bound = min((above, gap, bound), *_reduced_bounds(xp, c, sign, f, ms, scan, rectangular))
-    stored = _real(objective)
-    if stored is None:
-        problems.append(f"the stored objective {objective!r} is not a number")
-    elif not _objective_agrees(sign * stored, primal, magnitude, exponent, k, floor):
-        problems.append(f"the stored objective {objective!r} is not the assignment's cost {sign * primal!r}")
+        exact_below = xp.where(scan.row_errors < 0, xp.nextafter(scan.row_minima, -math.inf), scan.row_minima)
+        for row_duals, (low, error) in zip((scan.cost_minima, exact_below),
+                                           reductions([scan.cost_minima, exact_below]), strict=True):
+            if rectangular:  # v_j <= 0: where the minimum is not below 0, v_j = 0
+                low, error = xp.minimum(low, 0.0), xp.where(low < 0, error, 0.0)
+            above, gap, bound = min((above, gap, bound), _gap_above(ms, row_duals, low, error))
+    if stored:
+        value = _real(objective)
+        if value is None:
+            problems.append(f"the stored objective {objective!r} is not a number")
+        elif not _objective_agrees(sign * value, primal, magnitude, exponent, k, floor):
+            problems.append(f"the stored objective {objective!r} is not the assignment's cost {sign * primal!r}")
     relative = gap / magnitude if magnitude > 0 else (0.0 if gap <= 0 else math.inf)
     return _verdict(sign * primal, sign * _unscaled(bound, exponent), _unscaled(max(gap, 0.0), exponent), relative,
-                    max(violation, 0.0), slackness, above <= allowed, feasible, complementary or heuristic, problems)
-
-
-_EPS = float(np.finfo(np.float64).eps)
-_SUBNORMAL = math.ldexp(1.0, -1074)
-
-
-@dataclass
-class _Scan:
-    """What the first pass over a float matrix finds (values scaled): the rows' minima of
-    ``c - v`` (:func:`_bound_duals`) as computed, and the rounding error of each (their sums are the exact
-    minima), the rows' minima of ``c``, the worst dual violation (unscaled) and whether the given
-    duals are feasible within ``rtol`` of each pair's magnitudes."""
-
-    row_minima: object
-    row_errors: object
-    cost_minima: object
-    violation: float  # max (u_i + v_j - c_ij), unscaled
-    largest: float = 0.0  # the largest finite |c_ij| (unscaled)
+                    max(violation, 0.0), slackness, above <= allowed, violation <= tolerance,
+                    slackness <= tolerance or heuristic, problems)
 
 
 def _shifted_magnitude(u, v, rectangular: bool) -> float:
@@ -308,58 +378,6 @@ def _minima_with_errors(xp, reduced, d, duals, axis: int):
     attained = reduced == xp.expand_dims(low, axis)
     error = xp.where(attained, error, math.inf).min(axis=axis)
     return low, xp.where(xp.isfinite(low), error, 0.0)
-
-
-def _bound_duals(xp, v, rectangular: bool, f: float):
-    """The bound's column duals, scaled by ``f``: at most 0 on a rectangular matrix's longer side;
-    for a square matrix shifted to max 0 (v - t is as good as v, and a common offset of the
-    duals, however large, then leaves nothing behind: issue 37)."""
-    v = v * f
-    return xp.minimum(v, 0.0) if rectangular else v - float(v.max())
-
-
-def _first_pass(xp, c, sign, u, v, rectangular, exponent) -> _Scan | None:
-    """The first pass over the matrix (values scaled by ``2**-exponent``): a :class:`_Scan`, or None
-    where an unscaled cost exceeds :data:`FLOAT_HEADROOM` (the caller scans again with a scale)."""
-    k = c.shape[0]
-    f = math.ldexp(1.0, -exponent)
-    us, vs, vbs = u * f, v * f, _bound_duals(xp, v, rectangular, f)
-    scan = _Scan(xp.empty(k), xp.empty(k), xp.empty(k), -math.inf)
-    for block, d, largest in _scaled_blocks(c, sign, f):
-        if not exponent and largest > FLOAT_HEADROOM:
-            return None
-        scan.largest = max(scan.largest, largest)
-        scan.row_minima[block], scan.row_errors[block] = _minima_with_errors(xp, d - vbs[None, :], d, vbs[None, :], 1)
-        scan.cost_minima[block] = d.min(axis=1)
-        scan.violation = max(scan.violation, float((us[block, None] + vs[None, :] - d).max()))
-    scan.violation = math.ldexp(scan.violation, exponent)
-    return scan
-
-
-def _reduced_bounds(xp, c, sign, f, matched, scan: _Scan, rectangular: bool):
-    """The second pass: for row duals ``u`` equal to (or just below) the exact row minima of the
-    first pass, the best column duals ``v_j = min_i (c_ij - u_i)`` (at most 0 on a rectangular
-    matrix's longer side), exact as minima plus rounding errors: the paper's column reduction
-    after its row reduction (section 4.1), and the same after the given duals' rows. Returns
-    each bound's ``(gap above it, bound)``."""
-    exact_below = xp.where(scan.row_errors < 0, xp.nextafter(scan.row_minima, -math.inf), scan.row_minima)
-    row_duals = [scan.cost_minima, exact_below]
-    m = c.shape[1]
-    low = [xp.full(m, math.inf) for _ in row_duals]
-    error = [xp.zeros(m) for _ in row_duals]
-    for block, d, _ in _scaled_blocks(c, sign, f):
-        for r, u in enumerate(row_duals):
-            block_low, block_error = _minima_with_errors(xp, d - u[block, None], d, u[block, None], 0)
-            error[r] = xp.where(block_low < low[r], block_error,
-                                xp.where(block_low == low[r], xp.minimum(error[r], block_error), error[r]))
-            low[r] = xp.minimum(low[r], block_low)
-    bounds = []
-    for u, v_low, v_error in zip(row_duals, low, error, strict=True):
-        if rectangular:  # v_j <= 0: where the minimum is not below 0, v_j = 0
-            v_error = xp.where(v_low < 0, v_error, 0.0)
-            v_low = xp.minimum(v_low, 0.0)
-        bounds.append(_gap_above(matched, u, v_low, v_error))
-    return bounds
 
 
 def _gap_above(matched, *bound) -> tuple[float, float, float]:

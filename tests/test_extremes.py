@@ -23,7 +23,7 @@ from scipy.optimize import linear_sum_assignment as scipy_lsa
 import dlap
 from dlap.hungarian.scaling import SCALING_FACTOR, SCALING_FACTOR_WITH_BIDS, epsilon_schedule
 
-from .helpers import assert_same_optimum, exact_total, exhaustive_optimum
+from .helpers import assert_same_optimum, assert_valid, exact_total, exhaustive_optimum, float_resolution
 
 METHODS = ["auto", "classical", "tree", "hybrid", "scaling", "dgs"]
 
@@ -241,24 +241,13 @@ def extreme_matrices(draw):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cost=extreme_matrices(), maximize=st.booleans(), method=st.sampled_from(METHODS))
 def test_fuzz_extreme_matrices_against_brute_force(cost, maximize, method):
-    """Every method on extreme matrices: scipy's error where scipy raises, else the exact optimum
-    (enumerated), finite duals and a certificate that proves it or says why floats cannot."""
+    """Every method on extreme matrices: scipy's error for invalid entries, else the exact
+    optimum (enumerated; scipy itself calls [[1e300, -1.8e308], [inf, 0]] infeasible), and a
+    certificate that proves it or says why floats cannot."""
     if maximize:
         cost = np.where(np.isposinf(cost), -np.inf, cost) if cost.dtype.kind == "f" else cost
     if cost.dtype.kind == "f":
-        if method != "dgs":
-            assert_same_optimum(cost, maximize, method=method, device="cpu")
-            return
-        try:
-            scipy_lsa(cost, maximize=maximize)
-        except ValueError as e:
-            with pytest.raises(ValueError, match=str(e)):
-                dlap.solve(cost, maximize=maximize, method="dgs", device="cpu")
-            return
-        result = dlap.solve(cost, maximize=maximize, method="dgs", device="cpu")
-        sign, exact = (-1 if maximize else 1), exhaustive_optimum(cost, maximize)
-        assert sign * result.lower_bound <= sign * exact <= sign * result.objective
-        assert result.verify().primal == result.objective
+        check_float_answer(cost, maximize, method)
         return
     result = dlap.solve(cost, maximize=maximize, method=method, device="cpu")
     transposed = cost.T if cost.shape[0] > cost.shape[1] else cost
@@ -270,3 +259,28 @@ def test_fuzz_extreme_matrices_against_brute_force(cost, maximize, method):
         return
     assert result.objective == exact and result.verify().optimal
 
+
+
+def check_float_answer(cost, maximize, method):
+    """A float matrix: scipy's error for NaN or -inf, "infeasible" where no assignment avoids the
+    forbidden pairs, else the exact optimum (an exact method) or an assignment between DGS's
+    bound and the optimum, and its certificate."""
+    invalid = np.isnan(cost).any() or (np.isposinf(cost) if maximize else np.isneginf(cost)).any()
+    if invalid:
+        with pytest.raises(ValueError, match="^matrix contains invalid numeric entries$"):
+            dlap.solve(cost, maximize=maximize, method=method, device="cpu")
+        return
+    wide = cost.T if cost.shape[0] > cost.shape[1] else cost
+    if not any(np.isfinite(wide[np.arange(wide.shape[0]), list(p)]).all()
+               for p in itertools.permutations(range(wide.shape[1]), wide.shape[0])):
+        with pytest.raises(ValueError, match="^cost matrix is infeasible$"):
+            dlap.solve(cost, maximize=maximize, method=method, device="cpu")
+        return
+    result = dlap.solve(cost, maximize=maximize, method=method, device="cpu")
+    sign, exact = (-1 if maximize else 1), exhaustive_optimum(cost, maximize)
+    if method == "dgs":
+        assert sign * result.lower_bound <= sign * exact <= sign * result.objective
+        assert result.verify().primal == result.objective
+        return
+    assert_valid(result, cost, maximize)
+    assert result.objective == exact or abs(result.objective - exact) <= float_resolution(cost), (result, exact)

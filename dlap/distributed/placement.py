@@ -63,6 +63,7 @@ class SlabForm:
     transposed: bool
     dtype: np.dtype
     offset: int
+    declared: np.dtype  # the caller's array's dtype, which every chunk must have (its offset assumes it)
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,9 @@ def make_slab(block, form: SlabForm, local=None):
     solved form."""
     if local is not None:
         block = block[local]
+    if block.dtype != form.declared:  # issue 37: a float64 chunk of an array declared int64 solved to 0
+        raise TypeError(f"a chunk of the matrix holds {block.dtype} where its dask array declares {form.declared} "
+                        "(check the dtype= or meta= of the function that makes its chunks)")
     if form.gpu and isinstance(block, np.ndarray):
         import cupy
 
@@ -360,7 +364,7 @@ def place_slabs(client, source: Source, plan: RankPlan, *, axis: int, bounds, tr
     """One future per rank: its slab in the solved form, on its worker (module docstring);
     ``wait(futures, workers)`` waits for tasks (running on ``workers``) and raises the first
     failure (a rank's worker lost, bad input)."""
-    form = SlabForm(gpu, maximize, transposed, working_dtype(source.dtype, maximize), offset)
+    form = SlabForm(gpu, maximize, transposed, working_dtype(source.dtype, maximize), offset, np.dtype(source.dtype))
     slabs, fills = [], []
     for rank, worker in enumerate(plan.workers):
         lo, hi = bounds[rank], bounds[rank + 1]

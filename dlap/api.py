@@ -12,7 +12,15 @@ import numpy as np
 from .arrays import adopt
 from .certificate import exact_sum
 from .dgs import STARTS, SWITCHINGS
-from .problem import InfeasibleError, Problem, array_module, is_device_array, prepare, unscaled, unscaled_duals
+from .problem import (
+    InfeasibleError,
+    Problem,
+    array_module,
+    is_device_array,
+    prepare,
+    unscaled,
+    unscaled_duals,
+)
 from .result import Assignment, MatrixReference, Stats, caller_duals
 
 METHODS = ("auto", "classical", "tree", "hybrid", "scaling", "dgs")

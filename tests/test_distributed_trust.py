@@ -253,3 +253,31 @@ def test_unknown_chunk_sizes_say_what_to_do(client):
         dd.solve(unknown, client)
     unknown.compute_chunk_sizes()
     assert dd.solve(unknown, client).verify().optimal
+
+
+def test_a_chunk_that_is_not_of_the_declared_dtype_is_refused(client):
+    """Issue 37: a float64 chunk of an array declared int64 gave objective 0 and a ranks'
+    certificate that said optimal. Each chunk is checked against the declared dtype."""
+    cost = np.random.default_rng(4).random((40, 40))
+    lying = da.from_array(cost, chunks=(20, 40)).map_blocks(lambda b: b, dtype=np.int64)
+    for method in ("auto", "classical", "tree"):
+        with pytest.raises(TypeError, match="holds float64 where its dask array declares int64"):
+            dd.solve(lying, client, method=method)
+    assert dd.solve(da.from_array(cost, chunks=(20, 40)), client).verify(cost).optimal  # the cluster is fine
+
+
+@pytest.mark.parametrize("method", ["auto", "classical", "tree"])
+def test_finite_costs_near_the_largest_float_across_the_ranks(client, method):
+    """Issue 37's huge costs on the Dask engine: every rank scales its slab by the same power of
+    two, the duals come back in the caller's units, the objective summed exactly."""
+    rng = np.random.default_rng(6)
+    for cost in (np.array([[1.5e308, 1.0], [1.0, 1.5e308]]), rng.random((30, 30)) * 1e307,
+                 np.where(rng.random((24, 30)) < 0.5, 1e-300, 1.7e308)):
+        for maximize in (False, True):
+            result = dd.solve(da.from_array(cost, chunks=(max(1, cost.shape[0] // 2), cost.shape[1])), client,
+                              method=method, maximize=maximize)
+            alone = dlap.solve(cost, maximize=maximize, device="cpu")
+            assert result.objective == alone.objective
+            assert result.verify().optimal, result.verify()
+            if np.isfinite(result.row_duals).all() and np.isfinite(result.col_duals).all():
+                assert result.verify(cost).optimal

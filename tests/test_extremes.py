@@ -23,7 +23,7 @@ from scipy.optimize import linear_sum_assignment as scipy_lsa
 import dlap
 from dlap.hungarian.scaling import SCALING_FACTOR, SCALING_FACTOR_WITH_BIDS, epsilon_schedule
 
-from .helpers import assert_same_optimum, assert_valid, exact_total, exhaustive_optimum, float_resolution
+from .helpers import assert_valid, exact_total, exhaustive_optimum, float_resolution
 
 METHODS = ["auto", "classical", "tree", "hybrid", "scaling", "dgs"]
 

@@ -20,6 +20,8 @@ computed over the slabs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -27,14 +29,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends.base import FLOAT_TOL_SCALE
-from ..certificate import exact_sum, widened
+from ..certificate import (
+    Certificate,
+    bound_duals,
+    column_reductions,
+    exact_sum,
+    float_scan,
+    float_verdict,
+    widened,
+)
 from ..hungarian.auto import solve_auto
 from ..hungarian.classical import run_classical
 from ..hungarian.hybrid import run_hybrid
 from ..hungarian.phases import PhaseTimer, Progress, initialise
 from ..hungarian.scaling import solve_scaling
 from ..hungarian.tree import run_tree
-from ..problem import Problem, check_entries, is_device_array, shifted
+from ..problem import Problem, check_entries, is_device_array, scale_exponent, shifted, unscaled
 from ..result import Stats
 from .backend import DistributedBackend
 from .comm import CommAborted, NCCLComm, RPCComm, SocketComm, _host
@@ -78,8 +88,9 @@ class RankResult:
     u: np.ndarray
     v: np.ndarray
     stats: dict
-    certificate: dict
+    certificate: Certificate  # the solved form's (minimisation; integers less their offset)
     window: tuple = ()  # when the task started and ended, time.time() on the rank's worker
+    scale_exponent: int = 0  # the slabs were solved times 2**-scale_exponent (float costs beyond FLOAT_HEADROOM)
 
 
 class DistributedSolver:
@@ -147,39 +158,104 @@ class DistributedSolver:
 
     # ------------------------------------------------------------------ certificate
 
-    def certificate_terms(self) -> dict:
-        """The terms of :meth:`dlap.Assignment.verify` over every slab, reduced: objective,
-        rigorous bound, worst dual violation and worst slackness violation (solved orientation)."""
-        xp, g, spec = self.xp, self.g, self.spec
+    def certificate(self, original, exponent: int) -> Certificate:
+        """:meth:`dlap.Assignment.verify` over every slab, in the solved form (minimisation): every
+        rank takes part, and each gets the same certificate. ``original`` is the rank's slab
+        before it was scaled by ``2**-exponent`` (float costs beyond FLOAT_HEADROOM): the proof
+        is made in the scaled units, the objective summed from the original entries."""
+        if self.spec.integer:
+            return self._integer_certificate()
+        certificate = self._float_certificate()
+        if not exponent:
+            return certificate
+        picked = original[self._picked_index()]
+        return dataclasses.replace(
+            certificate, primal=exact_sum(self.comm.allgatherv(widened(picked))),
+            lower_bound=unscaled(certificate.lower_bound, exponent), gap=unscaled(certificate.gap, exponent),
+            max_dual_violation=unscaled(certificate.max_dual_violation, exponent),
+            max_slackness_violation=unscaled(certificate.max_slackness_violation, exponent),
+        )
+
+    def _slices(self) -> tuple[slice, slice]:
+        """The rows and columns of the solved matrix that this rank's slab holds."""
+        n_rows, n_cols = self.spec.shape
+        if self.backend.split == 0:
+            return slice(self.spec.lo, self.spec.hi), slice(0, n_cols)
+        return slice(0, n_rows), slice(self.spec.lo, self.spec.hi)
+
+    def _picked_index(self) -> tuple:
+        """Where the slab holds the assigned pairs (an index into the slab)."""
+        rows, cols = self._slices()
+        match = self.g.row_match[rows]
+        local = self.xp.flatnonzero((match >= cols.start) & (match < cols.stop))
+        return local, match[local] - cols.start
+
+    def _picked(self):
+        """The slab's entries on the assigned pairs, and their rows."""
+        local, columns = self._picked_index()
+        return self.slab.cost[local, columns], local + self._slices()[0].start
+
+    def _float_certificate(self) -> Certificate:
+        """The float certificate (dlap.certificate's float_scan and float_verdict): each rank
+        scans its slab, the ranks' row minima (with their rounding errors) are combined by a
+        collective, and the verdict is the same on every rank."""
+        xp, g, comm, c = self.xp, self.g, self.comm, self.slab.cost
+        rows, cols = self._slices()
+        rows_split = self.backend.split == 0
+        rectangular = self.spec.shape[0] < self.spec.shape[1]
+        scan = float_scan(xp, c, 1, g.u[rows], g.v[cols], bound_duals(xp, g.v, rectangular, 0)[cols], 0)
+        if scan is None:
+            raise RuntimeError("dlap internal error: a slab holds costs beyond FLOAT_HEADROOM unscaled")
+        sizes = np.diff(self.spec.bounds).tolist()
+        if rows_split:  # each rank holds whole rows: its rows' minima are complete
+            scan.row_minima, scan.row_errors, scan.cost_minima = (
+                comm.allgatherv(x, sizes) for x in (scan.row_minima, scan.row_errors, scan.cost_minima))
+        else:
+            scan.row_minima, scan.row_errors = self._merged(scan.row_minima, scan.row_errors)
+            scan.cost_minima = comm.allreduce(scan.cost_minima, "min")
+        picked, picked_rows = self._picked()
+        slack = widened(picked) - g.u[picked_rows] - g.v[g.row_match[picked_rows]]
+        worst = _host(comm.allreduce(xp.asarray([scan.violation, scan.largest,
+                                                 float(abs(slack).max()) if slack.shape[0] else 0.0]), "max"))
+        scan.violation, scan.largest = float(worst[0]), float(worst[1])
+
+        def reductions(row_duals):
+            found = column_reductions(xp, c, 1, 0, [d[rows] for d in row_duals])
+            if rows_split:
+                return [self._merged(low, error) for low, error in found]
+            return [(comm.allgatherv(low, sizes), comm.allgatherv(error, sizes)) for low, error in found]
+
+        return float_verdict(xp, scan, comm.allgatherv(widened(picked)), g.row_match, g.u, g.v, float(worst[2]), 0,
+                             float(np.finfo(c.dtype).tiny), CERTIFICATE_RTOL, None, False, [], reductions,
+                             stored=False)
+
+    def _merged(self, low, error):
+        """Exact minima (:func:`dlap.certificate.merge_minima`) of every rank's part: the smallest
+        computed minimum, and the smallest rounding error among the ranks that attain it."""
+        xp = self.xp
+        merged = self.comm.allreduce(low, "min")
+        error = self.comm.allreduce(xp.where(low == merged, error, math.inf), "min")
+        return merged, xp.where(xp.isfinite(merged), error, 0.0)
+
+    def _integer_certificate(self) -> Certificate:
+        """The integer certificate, exactly: the slab's row minima of c - v (the local kernel, in
+        float64, exact for the solved form's integers), the assigned entries summed in Python ints."""
+        xp, g, spec, comm, s = self.xp, self.g, self.spec, self.comm, self.slab
         n_rows, n_cols = spec.shape
         rectangular = n_rows < n_cols
-        rows_split = self.backend.split == 0
-        rows = slice(spec.lo, spec.hi) if rows_split else slice(0, n_rows)
-        cols = slice(0, n_cols) if rows_split else slice(spec.lo, spec.hi)
-        r0, c0 = rows.start, cols.start
-        s = self.slab
-        c = s.cost
+        rows, cols = self._slices()
         v_bounded = xp.minimum(g.v, 0.0) if rectangular else g.v
-        # the slab's row minima of c - v (the local kernel): the repaired row duals, and the
-        # worst dual violation min_j (c - v - u) = min_j (c - v) - u (rounding is monotone)
         s.v[:] = v_bounded[cols]
-        self.backend.local.row_duals(s)
+        self.backend.local.row_duals(s)  # the slab's row minima of c - v: the repaired row duals
         u_repaired = xp.full(n_rows, np.inf)
         u_repaired[rows] = s.u
         violation = float((g.u[rows] - s.u).max()) if s.u.shape[0] else 0.0
-        match = g.row_match[rows]
-        local = xp.flatnonzero((match >= cols.start) & (match < cols.stop))
-        picked = c[local, match[local] - c0]
-        picked_wide = widened(picked)  # float64, float32 subnormals kept
-        comm = self.comm
-        if spec.integer:  # exact: two int64 sums of 31-bit parts, which no matrix size overflows
-            wide = picked.astype(np.int64)
-            parts = _host(comm.allreduce(xp.stack([(wide >> 31).sum(), (wide & (2**31 - 1)).sum()]), "sum"))
-            total = int(parts[0]) * 2**31 + int(parts[1])
-        else:  # every rank's picked entries, summed correctly rounded: dlap.solve's objective
-            total = exact_sum(comm.allgatherv(picked_wide))
-        slackness = picked_wide - g.u[local + r0] - g.v[match[local]]
-        slackness = float(xp.abs(slackness).max()) if slackness.shape[0] else 0.0
+        picked, picked_rows = self._picked()
+        wide = picked.astype(np.int64)  # two int64 sums of 31-bit parts, which no matrix size overflows
+        parts = _host(comm.allreduce(xp.stack([(wide >> 31).sum(), (wide & (2**31 - 1)).sum()]), "sum"))
+        total = int(parts[0]) * 2**31 + int(parts[1])
+        slack = picked.astype(np.float64) - g.u[picked_rows] - g.v[g.row_match[picked_rows]]
+        slackness = float(xp.abs(slack).max()) if slack.shape[0] else 0.0
         u_repaired = comm.allreduce(u_repaired, "min")
         worst = _host(comm.allreduce(xp.asarray([max(violation, 0.0), slackness]), "max"))
         if rectangular:
@@ -187,17 +263,27 @@ class DistributedSolver:
             assigned[g.row_match] = True
             worst[0] = max(worst[0], float(xp.maximum(g.v, 0.0).max()))
             worst[1] = max(worst[1], float(xp.abs(g.v[~assigned]).max()))
-        if spec.integer:  # whole numbers in float64, summed exactly
-            bound = exact_sum(u_repaired.astype(np.int64), v_bounded.astype(np.int64))
-        else:
-            bound = exact_sum(u_repaired, v_bounded)
-        return {
-            "objective": total,
-            "bound": bound,
-            "magnitude": float(xp.abs(u_repaired).sum() + xp.abs(v_bounded).sum()),
-            "max_dual_violation": float(worst[0]),
-            "max_slackness_violation": float(worst[1]),
-        }
+        bound = exact_sum(u_repaired.astype(np.int64), v_bounded.astype(np.int64))  # whole numbers, exactly
+        gap = total - bound
+        return Certificate(
+            primal=total, lower_bound=bound, gap=gap, relative_gap=gap / max(abs(total), 1),
+            max_dual_violation=int(worst[0]), max_slackness_violation=int(worst[1]),
+            optimal=bool(gap == 0 and worst[0] <= 0 and worst[1] == 0),
+        )
+
+
+#: the ranks' float certificate is dlap.Assignment.verify()'s, with its default rtol
+CERTIFICATE_RTOL = 1e-9
+
+
+def _agreed_exponent(comm, slab) -> int:
+    """The power of two every rank scales its slab by (:func:`dlap.problem.scale_exponent` of the
+    largest finite cost of every slab): 0 without a collective for slabs that cannot hold costs
+    beyond FLOAT_HEADROOM (not float64; every rank's slab has the solve's dtype)."""
+    if slab.dtype != np.float64:
+        return 0
+    largest = comm.allreduce(_array_module(slab).asarray([check_entries(slab)]), "max")
+    return scale_exponent(float(_host(largest)[0]))
 
 
 def _array_module(x):
@@ -354,12 +440,15 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
             comm = watchdog.comm = _socket_comm(comm, worker)
         comm.allreduce(_array_module(slab).zeros(1), "sum")  # NCCL connects on its first collective
         started = time.perf_counter()
+        original, exponent = slab, _agreed_exponent(comm, slab)
+        if exponent:  # a scaled copy (the slab may be the caller's own chunk)
+            slab = _array_module(slab).ldexp(slab, -exponent)
         solver = DistributedSolver(_local_backend(slab), slab, spec, comm, report)
         with _host_threads(slab, spec.threads or worker.state.nthreads) as threads:
             solver.stats.threads = threads or 0
             solver.solve()
             certified = time.perf_counter()
-            certificate = solver.certificate_terms()
+            certificate = solver.certificate(original, exponent)
             solver.stats.phase_seconds["certificate"] = time.perf_counter() - certified
         seconds = time.perf_counter() - started
         if spec.rank != 0:
@@ -372,6 +461,7 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
         return RankResult(
             row_match=np.asarray(row_match, dtype=np.int64), u=np.asarray(u), v=np.asarray(v),
             stats=solver.stats.as_dict(), certificate=certificate, window=(entered, time.time()),
+            scale_exponent=exponent,
         )
     except CommAborted:
         raise

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import math
 import time
 import uuid
 import warnings
@@ -14,7 +14,7 @@ import numpy as np
 from ..api import DEVICES, INITS, _check_choice
 from ..api import MSG_NO_GPU as NO_GPU
 from ..certificate import refused
-from ..problem import working_dtype
+from ..problem import unscaled_duals, working_dtype
 from ..result import Assignment, Certificate, Stats, caller_duals
 from . import registry
 from .backend import SPLIT_AXIS
@@ -496,27 +496,27 @@ def _assignment(results, integer, offset, method, maximize, transposed, n_ranks,
     ]
     rows = np.arange(root.row_match.shape[0], dtype=np.int64)
     cols = root.row_match
-    u, v = caller_duals(root.u, root.v, integer=integer, offset=offset, maximize=maximize)
+    u, v = caller_duals(*unscaled_duals(root.u, root.v, root.scale_exponent), integer=integer, offset=offset,
+                        maximize=maximize)
     if transposed:
         order = np.argsort(cols)
         rows, cols, u, v = cols[order], rows[order], v, u
     sign = -1 if maximize else 1
-    c = root.certificate
     k = len(rows)
-    primal, bound = c["objective"] + k * offset, c["bound"] + k * offset  # the solved form's
-    gap = abs(c["objective"] - c["bound"])
-    scale = max(abs(primal), c["magnitude"], 1)
-    certificate = Certificate(
-        primal=sign * primal, lower_bound=sign * bound, gap=gap, relative_gap=gap / scale,
-        max_dual_violation=c["max_dual_violation"], max_slackness_violation=c["max_slackness_violation"],
-        optimal=bool(math.isfinite(c["bound"]) and (gap == 0 if integer else gap <= 1e-9 * scale)),
-    )
+    certificate = _caller_certificate(root.certificate, sign, k * offset)
     result = DistributedAssignment(
-        row_ind=rows, col_ind=cols, objective=sign * primal, row_duals=u, col_duals=v, stats=stats,
+        row_ind=rows, col_ind=cols, objective=certificate.primal, row_duals=u, col_duals=v, stats=stats,
         maximize=maximize, certificate=certificate,
     )
     result.certified = result.fingerprint()
     return result
+
+
+def _caller_certificate(solved: Certificate, sign: int, shift: int) -> Certificate:
+    """The ranks' certificate (the solved form: minimisation, integers less their offset) as the
+    caller's: ``shift`` (k times the integer offset) added back, negated when maximising."""
+    return dataclasses.replace(solved, primal=sign * (solved.primal + shift),
+                               lower_bound=sign * (solved.lower_bound + shift))
 
 
 def _empty(shape, method, maximize) -> DistributedAssignment:

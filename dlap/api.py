@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import numbers
 import time
 
 import numpy as np
@@ -139,8 +140,8 @@ def solve(
     _check_choice("switching", switching, SWITCHINGS)
     if time_limit is not None and method != "dgs":
         raise ValueError("time_limit applies to method='dgs' (the exact methods run to the optimum)")
-    if time_limit is not None and not time_limit >= 0:
-        raise ValueError(f"time_limit must be a non-negative number of seconds; got {time_limit!r}")
+    if time_limit is not None:
+        time_limit = _seconds(time_limit)
     started = time.perf_counter()
     if method == "dgs" and switching == "sequential":
         if device == "gpu":
@@ -198,6 +199,18 @@ def _ulp(x):
     ulp or (at a power of two) half of it, and never less than the smallest subnormal
     (``np.spacing`` steps up, past float64's largest value)."""
     return np.maximum(2 * (x - np.nextafter(x, 0)), math.ldexp(1.0, -1074))
+
+
+def _seconds(time_limit) -> float:
+    """``time_limit`` as float seconds (``inf``: none); ValueError for anything else, 10**400
+    included (issue 37: OverflowError)."""
+    try:
+        seconds = float(time_limit) if isinstance(time_limit, numbers.Real) else math.nan
+    except OverflowError:
+        seconds = math.nan
+    if isinstance(time_limit, bool) or not seconds >= 0:
+        raise ValueError(f"time_limit must be a non-negative number of seconds; got {time_limit!r}")
+    return seconds
 
 
 def _check_choice(name: str, value, allowed) -> None:

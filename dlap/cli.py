@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +37,22 @@ CONNECT_TIMEOUT = "10s"
 #: the errors the command reports on one line: bad input, a missing device or extra, a file,
 #: a cluster that cannot be reached or lost a worker
 USER_ERRORS = (ValueError, TypeError, RuntimeError, MemoryError, OSError, ImportError)
+
+
+#: what ``solve``'s options that describe a generated instance default to
+GENERATED_DEFAULTS = {"family": "uniform", "n": 1000, "m": None, "f": None, "seed": 0}
+
+
+def _generated(args) -> None:
+    """Fill in the options of a generated instance, refusing them next to an input file (issue
+    37: ``dlap solve m.npy --n 5000 --family geometric`` ignored both)."""
+    given = [name for name in GENERATED_DEFAULTS if getattr(args, name) is not None]
+    if args.input and given:
+        flags = ", ".join("--" + name for name in given)
+        raise ValueError(f"{flags} describe a generated instance; they do not apply to the input file {args.input}")
+    for name, default in GENERATED_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
 
 
 def _instance(args) -> tuple:
@@ -97,6 +115,7 @@ def _dgs_options(args) -> dict:
 
 
 def cmd_solve(args) -> int:
+    _generated(args)
     if args.out:
         check_writable(args.out, SOLUTION_FORMATS, "--out")
     dgs = _dgs_options(args)
@@ -278,14 +297,16 @@ def parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=text, description=text, allow_abbrev=False)
 
     def generated_options(p, n_required=False):
-        p.add_argument("--family", default="uniform", choices=list(generate.FAMILIES),
+        # (solve's defaults are filled in by _generated, which refuses them beside an input file)
+        p.add_argument("--family", default=None if not n_required else "uniform", choices=list(generate.FAMILIES),
                        help="uniform-counter: uniform's costs from a counter-based hash; it, geometric, "
                             "geometric-3d and geometric-benefit are generated on the workers under "
-                            "--workers/--scheduler")
-        p.add_argument("--n", type=int, required=n_required, default=None if n_required else 1000, help="rows")
+                            "--workers/--scheduler (default uniform)")
+        p.add_argument("--n", type=int, required=n_required, default=None, help="rows (default 1000)")
         p.add_argument("--m", type=int, default=None, help="columns (default: n)")
-        p.add_argument("--f", type=float, default=None, help="cost range factor (uniform), values (ties)")
-        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--f", type=float, default=None,
+                       help="uniform: costs in [0, f * n) (default 1); ties: the number of values (default 3)")
+        p.add_argument("--seed", type=int, default=None if not n_required else 0, help="(default 0)")
 
     p = command("solve", "solve a matrix from a file or a generated one")
     p.add_argument("input", nargs="?", help=".npy, .csv or .zarr matrix (default: generate one)")
@@ -344,18 +365,33 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command runs so that what it was writing is removed."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
     try:
         return args.run(args)
     except KeyboardInterrupt:
         print("dlap: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("dlap: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except USER_ERRORS as e:
         if os.environ.get("DLAP_TRACEBACK"):
             raise
         print(f"dlap: {_one_line(e)}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _one_line(error: BaseException) -> str:

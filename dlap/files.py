@@ -10,11 +10,16 @@ Errors are ``FileError`` (a ``ValueError``): the command prints them on one line
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
 import re
 import secrets
 import shutil
+import signal
+import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -48,23 +53,45 @@ def read_matrix(path: str) -> np.ndarray:
         raise FileError(f"no such file: {path}")
     if p.is_dir() or p.suffix == ".zarr":
         try:
-            return np.asarray(open_store(str(p))[...])
+            matrix = np.asarray(open_store(str(p))[...])
         except FileError:
             raise
         except Exception as e:  # zarr's errors for a folder that holds no array
             raise FileError(f"{path}: not a Zarr array ({e})") from None
+        _check_numbers(path, matrix)
+        return matrix
     if p.suffix not in (".npy", ".csv"):
         raise FileError(f"{path}: unknown matrix format {p.suffix!r} (use {', '.join(MATRIX_FORMATS)})")
     if p.stat().st_size == 0:
         raise FileError(f"{path}: the file is empty")
     try:
         if p.suffix == ".npy":
-            return np.load(p, mmap_mode="r", allow_pickle=False)
+            return _read_npy(p)
         return _read_csv(p)
     except (ValueError, EOFError, OSError, UserWarning) as e:
         if isinstance(e, FileError):
             raise
         raise FileError(f"{path}: not a {p.suffix} matrix ({' '.join(str(e).split())})") from None
+
+
+def _read_npy(p: Path) -> np.ndarray:
+    """A ``.npy`` matrix of numbers, memory-mapped (issue 37: a text file named .npy got numpy's
+    advice about pickles, an array of strings an error that named no file)."""
+    with open(p, "rb") as f:
+        if f.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+            raise FileError(f"{p}: not a .npy file (no NumPy header; a text matrix is read from .csv)")
+    matrix = np.load(p, mmap_mode="r", allow_pickle=False)
+    _check_numbers(p, matrix)
+    return matrix
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _check_numbers(path, matrix) -> None:
+    """A matrix file of anything but numbers is refused by name (scipy's TypeError otherwise)."""
+    if matrix.dtype.kind not in "biuf" or matrix.dtype.itemsize > 8:
+        raise FileError(f"{path}: holds {matrix.dtype} entries, not real numbers")
 
 
 #: integers beyond this magnitude are not all float64 numbers
@@ -105,15 +132,59 @@ def check_writable(path: str, formats: tuple[str, ...], what: str) -> Path:
         raise FileError(f"{what} {path}: no such folder {str(folder)!r}")
     if p.is_dir() and p.suffix != ".zarr":
         raise FileError(f"{what} {path}: is a folder")
+    if p.suffix == ".zarr" and (p.exists() or p.is_symlink()) and not _written_by_dlap(p):
+        raise FileError(f"{what} {path}: exists and is not a Zarr store dlap wrote; dlap replaces only its own "
+                        "stores: remove it or choose another path")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise FileError(f"{what} {path}: the folder {str(folder)!r} is not writable")
     return p
 
 
+def _written_by_dlap(p: Path) -> bool:
+    """Whether ``p`` is a Zarr store dlap wrote (complete or not: it carries :data:`COMPLETE`)."""
+    if not p.is_dir() or p.is_symlink():
+        return False
+    try:
+        return COMPLETE in _zarr().open_array(str(p), mode="r").attrs
+    except Exception:  # not a Zarr array at all
+        return False
+
+
+def _temporary(target: Path, kind: str) -> Path:
+    """The hidden name a write to ``target`` works under: this process's id in it, so that the
+    next write to ``target`` can tell a leftover of a killed one (:func:`remove_leftovers`)."""
+    return target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.{kind}")
+
+
+def remove_leftovers(target: Path) -> None:
+    """Remove what writes to ``target`` by processes no longer alive left beside it (a SIGKILL
+    during ``--out``), saying so on stderr."""
+    for leftover in target.parent.glob(f".{glob.escape(target.name)}.*-*.*"):
+        pid, _, rest = leftover.name[len(target.name) + 2:].partition("-")
+        if not pid.isdigit() or rest.rpartition(".")[2] not in ("tmp", "old") or _alive(int(pid)):
+            continue
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+        print(f"dlap: removed {leftover}, left by an interrupted write to {target}", file=sys.stderr)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def write_file(path: str, write) -> None:
     """Call ``write(file)`` on a binary file beside ``path``, then move it to ``path``."""
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    remove_leftovers(target)
+    tmp = _temporary(target, "tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for any new file
     try:
         with os.fdopen(fd, "wb") as f:
@@ -143,14 +214,20 @@ def write_store(path: str, matrix: np.ndarray) -> None:
     the old store destroyed and a readable, zero-filled one in its place)."""
     zarr = _zarr()
     target = Path(path)
-    token = secrets.token_hex(4)
-    tmp, old = target.with_name(f".{target.name}.{token}.tmp"), target.with_name(f".{target.name}.{token}.old")
+    if (target.exists() or target.is_symlink()) and not _written_by_dlap(target):  # (check_writable said so first)
+        raise FileError(f"{path}: exists and is not a Zarr store dlap wrote")
+    remove_leftovers(target)
+    tmp, old = _temporary(target, "tmp"), _temporary(target, "old")
     try:
         chunk = (max(1, min(matrix.shape[0], 4096)), max(1, min(matrix.shape[1], 4096)))
-        z = zarr.create_array(str(tmp), shape=matrix.shape, chunks=chunk, dtype=matrix.dtype,
-                              attributes={COMPLETE: False})  # marked from its first byte
-        z[...] = matrix
-        z.attrs[COMPLETE] = True
+        with _signals_between_calls():
+            z = zarr.create_array(str(tmp), shape=matrix.shape, chunks=chunk, dtype=matrix.dtype,
+                                  attributes={COMPLETE: False})  # marked from its first byte
+        for a in range(0, matrix.shape[0], chunk[0]):  # a band of chunks at a time
+            with _signals_between_calls():
+                z[a : a + chunk[0]] = matrix[a : a + chunk[0]]
+        with _signals_between_calls():
+            z.attrs[COMPLETE] = True
         if target.exists():
             os.replace(target, old)
         try:
@@ -162,6 +239,27 @@ def write_store(path: str, matrix: np.ndarray) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _signals_between_calls():
+    """SIGINT and SIGTERM that arrive during the body are raised after it: Zarr writes through an
+    event loop in its own thread, and an exception raised into the wait for it leaves that loop
+    running at exit ("Cannot close a running event loop"). In the main thread only (where signal
+    handlers run); elsewhere the body runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: arrived.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in arrived:
+            signal.raise_signal(sig)
 
 
 def open_store(path: str):

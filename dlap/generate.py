@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -108,6 +110,8 @@ def machol_wien(n: int, *, m: int | None = None, dtype="int64"):
 def ties(n: int, *, m: int | None = None, levels: int = 3, seed: int = 0, dtype="int32"):
     """Integers from ``levels`` values: huge numbers of equal-cost optima."""
     shape = _shape(n, m)
+    if not 1 <= levels < 2**31:
+        raise ValueError(f"levels must be a whole number from 1 to 2**31 - 1; got {levels!r}")
     return np.random.default_rng(seed).integers(0, levels, size=shape, dtype=np.dtype(dtype))
 
 
@@ -134,8 +138,10 @@ FAMILIES = {
     "geometric-disjoint": lambda n, f=None, seed=0, m=None: geometric_disjoint(n, m=m, seed=seed),
     "geometric-benefit": _geometric_family("geometric-benefit"),
     "machol-wien": lambda n, f=None, seed=0, m=None: machol_wien(n, m=m),
-    "ties": lambda n, f=None, seed=0, m=None: ties(n, m=m, levels=int(f) if f else 3, seed=seed),
+    "ties": lambda n, f=None, seed=0, m=None: ties(n, m=m, levels=3 if f is None else _levels(f), seed=seed),
 }
+#: the families that take ``f``
+TAKES_F = frozenset({"uniform", "uniform-counter", "ties"})
 #: families whose question is a maximum (the benchmark and ``dlap solve --family`` maximise them):
 #: GEOM benefit, distances within one point set, as the DGS paper poses it
 MAXIMIZE = frozenset({"geometric-benefit"})
@@ -148,7 +154,16 @@ def family(name: str, n: int, f: float | None = None, seed: int = 0, m: int | No
         make = FAMILIES[name]
     except KeyError:
         raise ValueError(f"unknown family {name!r}; choose from {', '.join(FAMILIES)}") from None
+    if f is not None and name not in TAKES_F:
+        raise ValueError(f"family {name} takes no f (only {', '.join(sorted(TAKES_F))} do)")
     return make(n, f, seed, m) if f is not None else make(n, seed=seed, m=m)
+
+
+def _levels(f: float) -> int:
+    """``ties``' number of values from ``f``: a whole number."""
+    if isinstance(f, bool) or not isinstance(f, (int, float, np.integer, np.floating)) or f != int(f):
+        raise ValueError(f"f (the number of values of ties) must be a whole number; got {f!r}")
+    return int(f)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -194,6 +209,10 @@ def uniform_counter(n: int, f: float = 1.0, *, m: int | None = None, seed: int =
 
 
 def _high(n: int, f: float) -> int:
+    """The exclusive upper bound of :func:`uniform`'s costs: ``max(1, f * n)``, for a positive,
+    finite ``f`` (issue 37: inf raised OverflowError, -1 made an all-zero matrix)."""
+    if isinstance(f, bool) or not isinstance(f, (int, float, np.integer, np.floating)) or not 0 < f < math.inf:
+        raise ValueError(f"f must be a positive, finite number (costs lie in [0, f * n)); got {f!r}")
     return max(1, int(round(f * n)))
 
 

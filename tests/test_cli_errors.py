@@ -81,11 +81,13 @@ def test_bad_csv_files(tmp_path, capsys, content, match):
 
 
 @pytest.mark.parametrize("matrix, match", [
-    (None, "the file is empty"),  # a 0-byte file (a 0 x 0 array saved by numpy is a valid empty matrix)
-    (np.ones((3, 3), dtype=complex), "Cannot cast array data from dtype('complex128')"),
-    (np.array([["a", "b"], ["c", "d"]]), "Cannot cast array data"),
+    (None, "m.npy: the file is empty"),  # a 0-byte file (a 0 x 0 array saved by numpy is a valid empty matrix)
+    (np.ones((3, 3), dtype=complex), "m.npy: holds complex128 entries, not real numbers"),
+    (np.array([["a", "b"], ["c", "d"]]), "m.npy: holds <U1 entries, not real numbers"),
+    (np.ones((2, 2), dtype=np.longdouble), "m.npy: holds float128 entries, not real numbers"),
 ])
 def test_bad_npy_files(tmp_path, capsys, matrix, match):
+    """Issue 37: a .npy of strings or complex numbers got scipy's TypeError, naming no file."""
     path = tmp_path / "m.npy"
     if matrix is None:
         path.write_bytes(b"")
@@ -95,9 +97,13 @@ def test_bad_npy_files(tmp_path, capsys, matrix, match):
 
 
 def test_npy_that_is_not_numpy_or_holds_objects(tmp_path, capsys):
+    """Issue 37: a text file named .npy got numpy's advice about pickled data."""
     path = tmp_path / "m.npy"
     path.write_bytes(b"not a numpy file")
-    fails(capsys, "solve", str(path), match="not a .npy matrix")
+    fails(capsys, "solve", str(path), match="m.npy: not a .npy file (no NumPy header; a text matrix is read from .csv)")
+    path.write_text("1,2\n3,4\n")
+    err = fails(capsys, "solve", str(path), match="not a .npy file")
+    assert "pickle" not in err
     np.save(path, np.array([[1, None]], dtype=object), allow_pickle=True)
     fails(capsys, "solve", str(path), match="not a .npy matrix")
 
@@ -234,3 +240,120 @@ def test_an_interrupted_zarr_generate_keeps_the_old_store(tmp_path, sig):
         assert left, "SIGKILL leaves the temporary store"  # (it is hidden, and refused:)
         done = command("solve", str(left[0]))
         assert done.returncode == 2 and "incomplete Zarr store" in done.stderr
+
+
+def test_an_integer_csv_is_read_exactly(tmp_path, capsys):
+    """Issue 37: 2**60 + 9 was read as float64 (2**60) and the wrong assignment certified, exit 0."""
+    big = 2**60
+    path = tmp_path / "m.csv"
+    path.write_text(f"{big + 9},{big}\n{big},{big + 9}\n")
+    assert read_matrix(str(path)).dtype == np.int64
+    assert cli.main(["solve", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["objective"] == 2 * big and info["optimal"]
+    path.write_text(f"1.5,{big + 9}\n3,4\n")  # floats beside an integer float64 cannot hold
+    fails(capsys, "solve", str(path), match=f"the integer {big + 9} cannot be read exactly")
+    path.write_text("1,99999999999999999999999\n3,4\n")  # beyond int64
+    fails(capsys, "solve", str(path), match="the integer 99999999999999999999999 cannot be read exactly")
+    path.write_text("1.5,1e300\n3,-4\n")
+    assert read_matrix(str(path)).dtype == np.float64
+
+
+@pytest.mark.parametrize("f, match", [("inf", "got inf"), ("-1", "got -1.0"), ("nan", "got nan"), ("0", "got 0.0")])
+def test_a_cost_range_that_is_not_positive_and_finite_is_refused(tmp_path, capsys, f, match):
+    """Issue 37: --f inf gave a traceback, --f -1 an all-zero matrix with exit 0."""
+    fails(capsys, "generate", "--n", "5", "--f", f, "--out", str(tmp_path / "m.npy"),
+          match=f"f must be a positive, finite number (costs lie in [0, f * n)); {match}")
+    fails(capsys, "solve", "--n", "5", "--f", f, match="f must be a positive, finite number")
+    fails(capsys, "solve", "--n", "5", "--family", "geometric", "--f", "2", match="family geometric takes no f")
+    fails(capsys, "solve", "--n", "5", "--family", "ties", "--f", "2.5", match="must be a whole number")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_options_of_a_generated_instance_beside_an_input_file_are_refused(tmp_path, capsys):
+    """Issue 37: dlap solve m.npy --n 5000 --family geometric ignored both options."""
+    path = tmp_path / "m.npy"
+    np.save(path, np.eye(3))
+    fails(capsys, "solve", str(path), "--n", "5000", "--family", "geometric",
+          match=f"--family, --n describe a generated instance; they do not apply to the input file {path}")
+    for flag, value in (("--m", "4"), ("--f", "2"), ("--seed", "1")):
+        fails(capsys, "solve", str(path), flag, value, match=f"{flag} describe")
+    assert cli.main(["solve", str(path), "--json"]) == 0
+
+
+def test_generate_never_replaces_a_folder_dlap_did_not_write(tmp_path, capsys):
+    """Issue 37: dlap generate --out foo.zarr deleted an existing folder that was not a Zarr store,
+    with whatever was in it. Only dlap's own stores are replaced."""
+    pytest.importorskip("zarr")
+    import zarr
+
+    folder = tmp_path / "foo.zarr"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("precious")
+    fails(capsys, "generate", "--n", "4", "--out", str(folder), match="exists and is not a Zarr store dlap wrote")
+    assert (folder / "thesis.tex").read_text() == "precious"
+    foreign = tmp_path / "foreign.zarr"
+    zarr.create_array(str(foreign), shape=(2, 2), dtype="f8")[...] = 1.0
+    fails(capsys, "generate", "--n", "4", "--out", str(foreign), match="not a Zarr store dlap wrote")
+    assert zarr.open_array(str(foreign), mode="r")[0, 0] == 1.0
+    (tmp_path / "file.zarr").write_text("a file")
+    fails(capsys, "generate", "--n", "4", "--out", str(tmp_path / "file.zarr"), match="not a Zarr store dlap wrote")
+    mine = tmp_path / "mine.zarr"
+    for n in (4, 5):  # dlap's own store is replaced
+        assert cli.main(["generate", "--n", str(n), "--out", str(mine)]) == 0
+    assert read_matrix(str(mine)).shape == (5, 5)
+
+
+@pytest.mark.parametrize("out", ["m.npy", "m.zarr"])
+def test_what_a_killed_write_leaves_is_removed_by_the_next_write(tmp_path, out):
+    """Issue 37: SIGKILL (and SIGTERM) during --out left hidden temporary files and stores. SIGTERM
+    now removes them as the command ends; a SIGKILL's are removed by the next write to that path,
+    which says where they were."""
+    if out.endswith(".zarr"):
+        pytest.importorskip("zarr")
+    target = tmp_path / out
+    for sig in (signal.SIGKILL, signal.SIGTERM):
+        child = subprocess.Popen([sys.executable, "-m", "dlap", "generate", "--n", "6000", "--out", str(target)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob(f".{out}.*")) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)  # the write has begun
+        child.send_signal(sig)
+        _, err = child.communicate(timeout=60)
+        leftovers = list(tmp_path.glob(f".{out}.*"))
+        if sig == signal.SIGTERM:
+            assert child.returncode in (143, 0) and not leftovers, (err, leftovers)
+            assert child.returncode == 0 or err.decode().strip().endswith("dlap: terminated")
+        elif child.returncode == -signal.SIGKILL and leftovers:
+            done = command("generate", "--n", "5", "--out", str(target), timeout=120)
+            assert done.returncode == 0 and not list(tmp_path.glob(f".{out}.*"))
+            assert all(f"removed {p}, left by an interrupted write to {target}" in done.stderr for p in leftovers)
+
+
+def test_ctrl_c_during_a_solve_on_workers_is_one_line_and_exit_130():
+    """Issue 37: Ctrl-C during dlap solve --workers 2 printed 71 lines with four tracebacks (the
+    aborted ranks' errors, logged by their workers) and exited 2 with "dlap: dlap: worker ... left
+    the cluster". The aborted ranks now end quietly, and the command says it was interrupted."""
+    pytest.importorskip("distributed")
+    child = subprocess.Popen([sys.executable, "-m", "dlap", "solve", "--family", "machol-wien", "--n", "3000",
+                              "--method", "classical", "--workers", "2", "--device", "cpu"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        seen = b""
+        while b"dlap distributed solve" not in seen:  # the ranks' progress: the solve is under way
+            chunk = os.read(child.stderr.fileno(), 4096)
+            assert chunk, seen.decode()
+            seen += chunk
+        time.sleep(1)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+        err = (seen + err).decode()
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+        child.stderr.close()
+    assert child.returncode == 130, err
+    assert err.rstrip().endswith("dlap: interrupted") and "Traceback" not in err and "dlap: dlap:" not in err
+    assert "Compute Failed" not in err and out == b""

@@ -170,8 +170,10 @@ def test_errors():
     cost = generate.uniform(5, seed=1)
     with pytest.raises(ValueError, match="time_limit applies to method='dgs'"):
         dlap.solve(cost, time_limit=1.0)
-    with pytest.raises(ValueError, match="time_limit must be"):
-        dlap.solve(cost, method="dgs", time_limit=-1)
+    for bad in (-1, 10**400, float("nan"), "1", True, complex(1, 0)):
+        with pytest.raises(ValueError, match="time_limit must be a non-negative number of seconds"):
+            dlap.solve(cost, method="dgs", time_limit=bad)  # issue 37: 10**400 raised OverflowError
+    assert not dlap.solve(cost, method="dgs", time_limit=float("inf")).stats.time_limit_reached
     with pytest.raises(ValueError, match="start must be one of"):
         dlap.solve(cost, method="dgs", start="best")
     with pytest.raises(ValueError, match="switching must be one of"):

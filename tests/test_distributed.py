@@ -806,3 +806,13 @@ def test_a_ucx_cluster_after_one_whose_communicator_outlived_it():
         assert result.objective == dlap.solve(uniform_block((0, n), (0, n), n, 10 * n, 3, np)).objective
     finally:
         registry._deregister_dask_resource(lingering)
+
+
+def test_a_cluster_without_workers_is_one_clear_error():
+    """Issue 37: dd.solve on a cluster with 0 workers raised "min() arg is an empty sequence" or a
+    KeyError."""
+    with distributed.LocalCluster(n_workers=0, dashboard_address=":0") as cluster:
+        with distributed.Client(cluster) as client:
+            for method in ("auto", "classical", "tree"):
+                with pytest.raises(RuntimeError, match="the Dask cluster has no workers"):
+                    dd.solve(da.ones((4, 4), chunks=2), client, method=method)

@@ -80,6 +80,14 @@ class RankSpec:
         return self.bounds[self.rank + 1]
 
 
+@dataclass(frozen=True)
+class RankAborted:
+    """What a rank's task returns when the solve was aborted under it (its cause is reported by
+    whoever aborted it: a failed rank, the client, the scheduler's registry)."""
+
+    rank: int
+
+
 @dataclass
 class RankResult:
     """Rank 0's answer: the assignment and duals of the solved matrix, stats and certificate."""
@@ -419,7 +427,7 @@ def _socket_comm(rpc: RPCComm, worker):
     return SocketComm(rpc, get_address_host(worker.address))
 
 
-def run_rank(slab, spec: RankSpec) -> RankResult | dict:
+def run_rank(slab, spec: RankSpec) -> RankResult | RankAborted | dict:
     """The long task of one rank (submitted pinned to its worker, pure=False): join the comm,
     solve, and return rank 0's :class:`RankResult` (the others return their timings)."""
     from distributed import get_worker
@@ -463,11 +471,11 @@ def run_rank(slab, spec: RankSpec) -> RankResult | dict:
             stats=solver.stats.as_dict(), certificate=certificate, window=(entered, time.time()),
             scale_exponent=exponent,
         )
-    except CommAborted:
-        raise
-    except ConnectionError as error:
+    except CommAborted:  # another rank failed, or the client or the scheduler stopped the solve: the
+        return RankAborted(spec.rank)  # cause is reported there (a raise would log a traceback per rank)
+    except ConnectionError:
         if watchdog.told():  # a peer closed its sockets because the solve was aborted
-            raise CommAborted("dlap: the solve was aborted") from error
+            return RankAborted(spec.rank)
         watchdog.signal()
         raise
     except BaseException:

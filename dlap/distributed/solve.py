@@ -30,7 +30,7 @@ from .data import (
     source_offset,
     source_range,
 )
-from .engine import RankSpec, run_rank
+from .engine import RankAborted, RankSpec, run_rank
 from .placement import BUFFER_BYTES, place_slabs
 from .progress import watch
 
@@ -176,6 +176,9 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     shape = (n_cols, n_rows) if transposed else (n_rows, n_cols)
     keep_order = workers is not None
     candidates = list(workers) if keep_order else worker_addresses(client)
+    if not candidates:  # (issue 37: "min() arg is an empty sequence")
+        raise RuntimeError("the Dask cluster has no workers: start some, or wait for them "
+                           "(client.wait_for_workers(n)) before dlap.distributed.solve")
     offered = wanted = len(candidates) if keep_order or not n_workers else min(n_workers, len(candidates))
     if n_rows == 0 or n_cols == 0:
         return _empty(source.shape, method, maximize)
@@ -239,6 +242,10 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
             _wait(client, futures, workers, abort)
         results = client.gather(futures)
         gathered = time.time()
+        aborted = [r.rank for r in results if isinstance(r, RankAborted)]
+        if aborted:  # the scheduler stopped the solve (its lease ran out) while no rank failed
+            raise CommAborted(f"dlap: solve {solve_id} was aborted by the scheduler (ranks {aborted}); "
+                              "it held the cluster longer than its lease allowed without this client answering")
     except BaseException as e:
         state = f"failed: {type(e).__name__}"
         if not isinstance(e, Exception):  # KeyboardInterrupt: the caller stops the solve, ranks included

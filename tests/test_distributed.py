@@ -717,7 +717,7 @@ def _socket_ranks(solve_id: str, rank: int, addresses: list, size: int, absent: 
     from dlap.distributed.comm import CommAborted, RPCComm, SocketComm
 
     worker = get_worker()
-    comm = SocketComm(RPCComm(solve_id, rank, addresses), get_address_host(worker.address))
+    comm = SocketComm(RPCComm(solve_id, rank, addresses), get_address_host(worker.address), b"solve-token")
     try:
         mine = np.full(size, rank, dtype=np.uint8)
         stacked = comm.allgather(mine)
@@ -816,3 +816,136 @@ def test_a_cluster_without_workers_is_one_clear_error():
             for method in ("auto", "classical", "tree"):
                 with pytest.raises(RuntimeError, match="the Dask cluster has no workers"):
                     dd.solve(da.ones((4, 4), chunks=2), client, method=method)
+
+
+
+class _Interloper:
+    """Rank 0's bootstrap, which, once the ranks' addresses are known, connects to rank 1's
+    listener before rank 0 does, as a stranger would: saying nothing, claiming rank 0 with a
+    forged proof, or sending garbage."""
+
+    def __init__(self, rpc, how: str):
+        self.rpc, self.how, self.kept = rpc, how, None
+        self.rank, self.size = rpc.rank, rpc.size
+
+    def allgather(self, x):
+        import socket
+
+        table = self.rpc.allgather(x)
+        host = bytes(table[1, :256]).rstrip(b"\0").decode()
+        port = int(np.frombuffer(bytes(table[1, 256:]), dtype=np.int64)[0])
+        self.kept = socket.create_connection((host, port))
+        if self.how == "forged":
+            self.kept.recv(16)
+            self.kept.sendall(np.int64(0).tobytes() + bytes(32))
+        elif self.how == "garbage":
+            self.kept.sendall(np.random.default_rng(0).bytes(4096))
+        return table
+
+    @property
+    def aborted(self):
+        return self.rpc.aborted
+
+    def abort(self):
+        self.rpc.abort()
+
+    def close(self):
+        self.kept.close()
+        self.rpc.close()
+
+
+def _rank_beside_a_stranger(solve_id: str, rank: int, addresses: list, how: str):
+    """A rank of a SocketComm whose rank 1 is first reached by a stranger (:class:`_Interloper`):
+    its all-gather must still be the ranks' own, and rank 1 must have waited for the silent one
+    at most the handshake's limit (lowered here to 0.5 s)."""
+    from distributed import get_worker
+    from distributed.comm import get_address_host
+
+    from dlap.distributed import comm as module
+
+    module.HANDSHAKE_SECONDS = 0.5
+    bootstrap = module.RPCComm(solve_id, rank, addresses)
+    if rank == 0:
+        bootstrap = _Interloper(bootstrap, how)
+    started = time.perf_counter()
+    comm = module.SocketComm(bootstrap, get_address_host(get_worker().address), b"the-solve's-token")
+    try:
+        connected = time.perf_counter() - started
+        stacked = comm.allgather(np.full(8, rank, dtype=np.int64))
+        return {"ok": all((stacked[r] == r).all() for r in range(len(addresses))), "connected": connected}
+    finally:
+        comm.close()
+
+
+@pytest.mark.parametrize("how", ["silent", "forged", "garbage"])
+def test_a_stranger_at_a_ranks_listener_is_dropped(client, how):
+    """Issue 37: the CPU ranks' rendezvous trusted an 8-byte rank number from whoever connected and
+    read it with no time limit (a silent connection hung the rank). Every connection now proves
+    it knows the solve's token (an HMAC of the listener's nonce) within HANDSHAKE_SECONDS."""
+    from dlap.distributed.cluster import worker_addresses
+    from dlap.distributed.comm import register_rpc_handler
+
+    workers = worker_addresses(client)[:2]
+    client.run(register_rpc_handler, workers=workers)
+    solve_id = f"stranger-{how}-{time.perf_counter_ns()}"
+    futures = [client.submit(_rank_beside_a_stranger, solve_id, r, workers, how, workers=[w], pure=False)
+               for r, w in enumerate(workers)]
+    results = client.gather(futures)
+    assert all(r["ok"] for r in results), results
+    assert results[1]["connected"] < 30  # (it would wait forever for the silent one)
+
+
+def test_a_wrong_token_is_refused_both_ways():
+    """The handshake itself, over a socket pair: the proof of another token is refused by either
+    side, the right one accepted, and a rank the listener does not expect is refused."""
+    import socket
+    import threading
+
+    from dlap.distributed.comm import HandshakeRefused, _answer, _greet
+
+    def handshake(greeter_token, answer_token, rank=0, expected=(0,)):
+        a, b = socket.socketpair()
+        outcome = {}
+
+        def greet():
+            try:
+                _greet(a, greeter_token, rank)
+                outcome["greet"] = "ok"
+            except (HandshakeRefused, ConnectionError) as e:
+                outcome["greet"] = type(e).__name__
+
+        thread = threading.Thread(target=greet)
+        thread.start()
+        try:
+            outcome["answer"] = _answer(b, answer_token, set(expected))
+        except HandshakeRefused:
+            outcome["answer"] = "refused"
+            b.close()
+        thread.join(5)
+        a.close()
+        b.close()
+        return outcome
+
+    assert handshake(b"k", b"k") == {"greet": "ok", "answer": 0}
+    assert handshake(b"k", b"other")["answer"] == "refused"
+    assert handshake(b"k", b"k", rank=1, expected=(0,))["answer"] == "refused"
+
+
+def test_ranks_on_a_tls_cluster_keep_dasks_encrypted_comms():
+    """Issue 37: the CPU ranks' sockets bypassed Dask's TLS. On a cluster whose comms are TLS the
+    ranks' collectives go through Dask's own (encrypted, authenticated) comms; elsewhere through
+    their authenticated sockets."""
+    security = distributed.Security.temporary()  # a throwaway CA and certificate (needs cryptography)
+    cost = dlap.generate.uniform(120, 10.0, seed=4)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, protocol="tls", security=security,
+                                  dashboard_address=":0") as cluster:
+        with distributed.Client(cluster, security=security) as tls_client:
+            result = dd.solve(da.from_array(cost, chunks=(60, 120)), tls_client, method="tree")
+    assert result.stats.phase_counts["ranks"] == 2 and result.stats.phase_counts["comm_sockets"] == 0
+    assert result.objective == dlap.solve(cost).objective and result.verify().optimal
+
+
+def test_ranks_on_a_tcp_cluster_use_their_sockets(client):
+    cost = dlap.generate.uniform(120, 10.0, seed=4)
+    result = dd.solve(da.from_array(cost, chunks=(60, 120)), client, method="tree", n_workers=2)
+    assert result.stats.phase_counts["ranks"] == 2 and result.stats.phase_counts["comm_sockets"] == 1

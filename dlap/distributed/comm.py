@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import hashlib
+import hmac
 import os
+import secrets
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -349,6 +352,42 @@ class RPCComm(HostComm):
 _ADDRESS_BYTES = 256
 #: bytes read from a connection at once
 _CHUNK = 1 << 20
+#: seconds a connection to a rank's listener has to prove it is a peer (then it is dropped)
+HANDSHAKE_SECONDS = 5.0
+#: seconds the ranks have to connect to each other (then the rendezvous fails)
+RENDEZVOUS_SECONDS = 60.0
+_NONCE_BYTES = 16
+
+
+class HandshakeRefused(ConnectionError):
+    """A connection to a rank's listener that did not prove it is a peer of this solve."""
+
+
+def _proof(token: bytes, purpose: bytes, nonce: bytes, rank: int) -> bytes:
+    return hmac.new(token, purpose + nonce + np.int64(rank).tobytes(), hashlib.sha256).digest()
+
+
+def _greet(conn, token: bytes, rank: int) -> None:
+    """The connecting side of the handshake: answer the listener's nonce with this rank and its
+    proof of the solve's token, then check the listener's proof (both ways: neither side talks
+    to a stranger)."""
+    nonce = _read_exactly(conn, _NONCE_BYTES)
+    conn.sendall(np.int64(rank).tobytes() + _proof(token, b"dlap-rank", nonce, rank))
+    if not hmac.compare_digest(_read_exactly(conn, 32), _proof(token, b"dlap-peer", nonce, rank)):
+        raise HandshakeRefused("dlap: a rank's listener did not prove it belongs to this solve")
+
+
+def _answer(conn, token: bytes, expected) -> int:
+    """The listening side of the handshake: the rank of a connection that proves the solve's
+    token (one of ``expected``), or HandshakeRefused."""
+    nonce = secrets.token_bytes(_NONCE_BYTES)
+    conn.sendall(nonce)
+    header = _read_exactly(conn, 8 + 32)
+    rank = int(np.frombuffer(header[:8], dtype=np.int64)[0])
+    if rank not in expected or not hmac.compare_digest(header[8:], _proof(token, b"dlap-rank", nonce, rank)):
+        raise HandshakeRefused("dlap: a connection to a rank did not prove it belongs to this solve")
+    conn.sendall(_proof(token, b"dlap-peer", nonce, rank))
+    return rank
 
 
 class SocketComm(HostComm):
@@ -356,14 +395,19 @@ class SocketComm(HostComm):
 
     Each rank listens on its worker's host, the ranks exchange their addresses with one
     collective of ``bootstrap`` (an :class:`RPCComm`), rank i connects to every higher rank and
-    accepts the lower ones. A collective then sends this rank's piece (an 8-byte length, then the
-    bytes) on every connection and reads every peer's, non-blocking through one selector, so two
-    ranks sending large pieces to each other cannot block each other. A peer that closes its
-    connection (its worker died) raises ``ConnectionError``; :meth:`abort` ends a pending
-    collective within ``_POLL`` seconds.
+    accepts the lower ones. Every connection proves both ways that it belongs to this solve (an
+    HMAC of a listener's nonce under ``token``, the per-solve secret that came through Dask;
+    issue 37: a listener trusted the rank number of whoever connected, and read it with no time
+    limit): one that does not, or says nothing for ``HANDSHAKE_SECONDS``, is dropped, and the
+    ranks have ``RENDEZVOUS_SECONDS`` to connect. A collective then sends this rank's piece (an
+    8-byte length, then the bytes) on every connection and reads every peer's, non-blocking
+    through one selector, so two ranks sending large pieces to each other cannot block each
+    other. A peer that closes its connection (its worker died) raises ``ConnectionError``;
+    :meth:`abort` ends a pending collective within ``_POLL`` seconds. The connections are plain
+    TCP: on a cluster whose comms are TLS the ranks keep Dask's own (:class:`RPCComm`).
     """
 
-    def __init__(self, bootstrap: RPCComm, host: str):
+    def __init__(self, bootstrap: RPCComm, host: str, token: bytes):
         import selectors
         import socket
 
@@ -378,21 +422,30 @@ class SocketComm(HostComm):
         table = _host(bootstrap.allgather(me))
         self._peers: dict[int, socket.socket] = {}
         listener.settimeout(_POLL)
+        deadline = time.monotonic() + RENDEZVOUS_SECONDS
         with listener:
             for r in range(self.rank + 1, self.size):  # connect to the higher ranks
                 peer_host = bytes(table[r, :_ADDRESS_BYTES]).rstrip(b"\0").decode()
                 peer_port = int(np.frombuffer(bytes(table[r, _ADDRESS_BYTES:]), dtype=np.int64)[0])
-                conn = socket.create_connection((peer_host, peer_port))
-                conn.sendall(np.int64(self.rank).tobytes())
+                conn = socket.create_connection((peer_host, peer_port), timeout=RENDEZVOUS_SECONDS)
+                conn.settimeout(max(HANDSHAKE_SECONDS, deadline - time.monotonic()))  # (the peer may be busy accepting)
+                _greet(conn, token, self.rank)
                 self._peers[r] = conn
             while len(self._peers) < self.size - 1:  # accept the lower ones
+                if time.monotonic() > deadline:
+                    missing = sorted(set(range(self.rank)) - set(self._peers))
+                    raise TimeoutError(f"dlap: ranks {missing} did not connect to rank {self.rank} within "
+                                       f"{RENDEZVOUS_SECONDS:g} s")
                 try:
                     conn, _ = listener.accept()
                 except TimeoutError:
                     self._check()
                     continue
-                conn.setblocking(True)
-                self._peers[int(np.frombuffer(_read_exactly(conn, 8), dtype=np.int64)[0])] = conn
+                conn.settimeout(HANDSHAKE_SECONDS)
+                try:
+                    self._peers[_answer(conn, token, set(range(self.rank)) - set(self._peers))] = conn
+                except (OSError, HandshakeRefused):  # a stranger, or silent: dropped, the peers still awaited
+                    conn.close()
         self._selector = selectors.DefaultSelector()
         for conn in self._peers.values():
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -70,6 +70,7 @@ class RankSpec:
     init: str = "jv"  # "jv" or "reduction" (dlap.hungarian.phases.initialise)
     threads: int | None = None  # a CPU rank's thread limit; None: its worker's threads
     auto: bool = False  # method="auto" split: dlap.solve's auto with ``method`` as its variant
+    token: bytes = b""  # the solve's secret, which CPU ranks' socket connections prove (comm.SocketComm)
 
     @property
     def lo(self) -> int:
@@ -419,12 +420,15 @@ def _make_comm(spec: RankSpec):
     return RPCComm(spec.solve_id, spec.rank, list(spec.comm[1]))
 
 
-def _socket_comm(rpc: RPCComm, worker):
+def _socket_comm(rpc: RPCComm, worker, token: bytes):
     """CPU ranks' collectives over TCP sockets between their workers' hosts (one RPC collective
-    to connect, none after)."""
-    from distributed.comm import get_address_host
+    to connect, none after); on a cluster whose comms are TLS, Dask's own (``rpc``): the sockets
+    are plain TCP, and a cluster that encrypts its traffic keeps the ranks' encrypted."""
+    from distributed.comm import get_address_host, parse_address
 
-    return SocketComm(rpc, get_address_host(worker.address))
+    if parse_address(worker.address)[0] == "tls":
+        return rpc
+    return SocketComm(rpc, get_address_host(worker.address), token)
 
 
 def run_rank(slab, spec: RankSpec) -> RankResult | RankAborted | dict:
@@ -445,7 +449,7 @@ def run_rank(slab, spec: RankSpec) -> RankResult | RankAborted | dict:
     watchdog = Watchdog(spec.abort_event, comm)  # before the sockets connect: a peer may be gone
     try:
         if isinstance(comm, RPCComm) and spec.size > 1:
-            comm = watchdog.comm = _socket_comm(comm, worker)
+            comm = watchdog.comm = _socket_comm(comm, worker, spec.token)
         comm.allreduce(_array_module(slab).zeros(1), "sum")  # NCCL connects on its first collective
         started = time.perf_counter()
         original, exponent = slab, _agreed_exponent(comm, slab)
@@ -464,6 +468,7 @@ def run_rank(slab, spec: RankSpec) -> RankResult | RankAborted | dict:
         solver.stats.seconds = seconds
         solver.stats.phase_seconds["comm_setup"] = started - setup
         solver.stats.phase_counts["comm_kept"] = int(getattr(comm, "kept", False))
+        solver.stats.phase_counts["comm_sockets"] = int(isinstance(comm, SocketComm))
         g = solver.g
         row_match, u, v = solver.backend.local.to_host(g)
         return RankResult(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import secrets
 import time
 import uuid
 import warnings
@@ -224,11 +225,12 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         comm = _comm_spec(client, workers, gpu and n_ranks > 1)
         joined = time.perf_counter()
         integer = source.dtype.kind in "biu"
+        token = secrets.token_bytes(32)  # reaches the ranks through Dask (TLS where the cluster has it)
         specs = [
             RankSpec(solve_id=solve_id, rank=r, size=n_ranks, method=method, shape=shape, bounds=bounds,
                      integer=integer, comm=comm, progress_topic=topic, abort_event=abort_name,
                      init="jv" if init == "auto" else init, threads=threads,
-                     auto=auto)
+                     auto=auto, token=token)
             for r in range(n_ranks)
         ]
         submitted = time.time()  # the ranks' tasks report their own clock's times (one host, or NTP)

@@ -281,3 +281,43 @@ def test_finite_costs_near_the_largest_float_across_the_ranks(client, method):
             assert result.verify().optimal, result.verify()
             if np.isfinite(result.row_duals).all() and np.isfinite(result.col_duals).all():
                 assert result.verify(cost).optimal
+
+
+#: a client whose matrix is generated on the workers: it sends no large graph, so its event loop
+#: (which renews its lease) is never held up by the pickling of one
+GENERATING_CLIENT = textwrap.dedent("""
+    import sys, distributed
+    import dlap.distributed as dd
+    from dlap.generate import uniform_dask
+    n = int(sys.argv[2])
+    with distributed.Client(sys.argv[1]) as client:
+        dd.solve(uniform_dask(n, 10, chunks=(n, n // 2 + 1), seed=9), client, method="tree")
+""")
+
+
+def test_a_paused_client_does_not_stall_the_cluster(cluster, client, long_n):
+    """Issue 37: client A's solve SIGSTOPped 4 s in held the workers until A resumed (client B's
+    300 x 300 solve waited 45 s): a stopped process keeps its connection, so the scheduler never
+    removes it. A solve holds the cluster on a lease its client renews (here 2 s, dask.config
+    dlap.solve-lease); the registry ends A's solve when it lapses, B's solve runs while A is
+    still stopped, and A, resumed, is told its solve was ended."""
+    env = {**os.environ, "DASK_DLAP__SOLVE_LEASE": "2"}
+    child = subprocess.Popen([sys.executable, "-c", GENERATING_CLIENT, cluster.scheduler_address, str(long_n)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        wait_for_ranks(client)
+        child.send_signal(signal.SIGSTOP)
+        small = uniform_block((0, 300), (0, 300), 300, 3000, 2)
+        thread, _, outcome = solve_in_background(
+            lambda progress: dd.solve(da.from_array(small, chunks=(150, 300)), client, method="classical"))
+        thread.join(120)  # (a hang guard, not a timing: B must finish while A is stopped)
+        assert not thread.is_alive() and child.poll() is None, "B waited for the stopped client"
+        assert outcome["result"].objective == dlap.solve(small).objective
+        assert not ranks_executing(client)
+        child.send_signal(signal.SIGCONT)
+        _, err = child.communicate(timeout=120)
+    finally:
+        child.send_signal(signal.SIGCONT)
+        child.kill()
+        child.wait()
+    assert child.returncode != 0 and b"was ended by the scheduler (lease expired" in err, err.decode()[-2000:]

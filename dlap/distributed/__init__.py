@@ -8,6 +8,6 @@ Zarr path; see :mod:`dlap.distributed.solve` (API), :mod:`~dlap.distributed.data
 """
 
 from .cluster import start_cluster
-from .solve import METHODS, DistributedAssignment, WorkerLostError, solve
+from .solve import METHODS, DistributedAssignment, SolveExpired, WorkerLostError, solve
 
-__all__ = ["METHODS", "DistributedAssignment", "WorkerLostError", "solve", "start_cluster"]
+__all__ = ["METHODS", "DistributedAssignment", "SolveExpired", "WorkerLostError", "solve", "start_cluster"]

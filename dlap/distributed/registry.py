@@ -11,7 +11,13 @@ ties each solve to its client and its workers:
 - when the scheduler removes the client, it sets the solve's abort event (every rank aborts its
   communicator and its task ends) and releases the solve's lock, so the next solve starts at once;
 - when the scheduler removes a worker that one of the solve's ranks runs on, it sets the abort
-  event at once, so the other ranks stop without waiting for the client to notice.
+  event at once, so the other ranks stop without waiting for the client to notice;
+- a solve holds the cluster on a lease that its client renews from its own event loop (every
+  third of the lease): a client that stops answering without leaving (SIGSTOP, a debugger, a
+  frozen host) keeps its connection open, and its solve held the workers until it resumed
+  (issue 37: another client's 300 x 300 solve waited 45 s). When a lease runs out the
+  registry aborts the solve, releases its lock and cancels its tasks; the client, if it ever
+  resumes, gets an error that says so.
 
 It also keeps rank 0's progress events (``log_event``), which the ``dlap`` page of the scheduler's
 dashboard shows (:mod:`dlap.distributed.dashboard`).
@@ -30,6 +36,10 @@ from dataclasses import dataclass, field
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 NAME = "dlap-solves"
+#: seconds a solve holds the cluster without a word from its client (dask.config ``dlap.solve-lease``)
+LEASE_SECONDS = 10.0
+#: seconds between the scheduler's looks at the leases
+LEASE_CHECK_SECONDS = 0.5
 #: seconds an abort event set by the registry stays on the scheduler (a rank still starting finds it)
 ABORT_EVENT_LIFETIME = 60.0
 #: ended solves the dashboard page keeps showing
@@ -49,6 +59,8 @@ class RunningSolve:
     progress: dict = field(default_factory=dict)  # rank 0's last event: matched, total, its counters
     state: str = "running"
     seconds: float = 0.0
+    lease: float = LEASE_SECONDS
+    renewed: float = field(default_factory=time.monotonic)  # the client's last word (scheduler's clock)
 
 
 class SolveRegistry(SchedulerPlugin):
@@ -60,23 +72,75 @@ class SolveRegistry(SchedulerPlugin):
 
     def __init__(self):
         self.solves: dict[str, RunningSolve] = {}
+        self.checked = time.monotonic()  # the last look at the leases
         self.ended: collections.deque = collections.deque(maxlen=ENDED_SHOWN)  # (solve id, solve)
         self.scheduler = None
 
     async def start(self, scheduler) -> None:
+        from tornado.ioloop import PeriodicCallback
+
         from .dashboard import add_page
 
         self.scheduler = scheduler
-        scheduler.handlers.update({"dlap_solve_begin": self.begin, "dlap_solve_end": self.end})
+        scheduler.handlers.update({"dlap_solve_begin": self.begin, "dlap_solve_end": self.end,
+                                   "dlap_solve_renew": self.renew, "dlap_solve_state": self.state})
         add_page(scheduler, self)
+        self.leases = PeriodicCallback(self.expire, LEASE_CHECK_SECONDS * 1000)
+        self.leases.start()
+
+    async def close(self) -> None:
+        if getattr(self, "leases", None) is not None:
+            self.leases.stop()
 
     def begin(self, solve_id: str, client: str, lock_id: str, abort_event: str, workers, method: str = "",
-              shape=()) -> None:
-        self.solves[solve_id] = RunningSolve(client, lock_id, abort_event, tuple(workers), method, tuple(shape))
+              shape=(), lease: float = LEASE_SECONDS) -> None:
+        self.solves[solve_id] = RunningSolve(client, lock_id, abort_event, tuple(workers), method, tuple(shape),
+                                             lease=float(lease))
+
+    def state(self, solve_id: str) -> str | None:
+        """A solve's state: "running", or how it ended (None once it left the ended ones)."""
+        if solve_id in self.solves:
+            return "running"
+        return next((solve.state for ended_id, solve in self.ended if ended_id == solve_id), None)
+
+    def renew(self, solve_id: str) -> bool:
+        """The client's word that it is there: the solve's lease starts again. False for a solve
+        the registry no longer runs (its lease ran out)."""
+        solve = self.solves.get(solve_id)
+        if solve is not None:
+            solve.renewed = time.monotonic()
+        return solve is not None
+
+    def expire(self) -> None:
+        """End the solves whose client has not renewed their lease in time: abort their ranks,
+        release their lock, cancel their tasks. Time the scheduler itself was too busy to look
+        (a large graph to unpack) does not count against a lease: its client's renewals waited."""
+        now = time.monotonic()
+        stalled = now - self.checked - 2 * LEASE_CHECK_SECONDS
+        if stalled > 0:
+            for solve in self.solves.values():
+                solve.renewed += stalled
+        for solve_id, solve in list(self.solves.items()):
+            if now - solve.renewed > solve.lease:
+                del self.solves[solve_id]
+                self._ended(solve_id, solve, f"lease expired: no word from the client for {solve.lease:g} s")
+                self._abort(solve)
+                self._release(solve)
+                self._cancel(solve_id, solve.client)
+        self.checked = now
+
+    def _cancel(self, solve_id: str, client: str) -> None:
+        """Cancel the tasks of a solve (their keys carry its id) that its client holds: its
+        slabs would stay in the workers' memory for as long as the stopped client holds them."""
+        tasks = self.scheduler.tasks
+        keys = [k for k in list(tasks) if isinstance(k, str) and solve_id in k and tasks[k].who_wants]
+        if keys:
+            self.scheduler.stimulus_cancel(keys, client, force=True, reason="dlap solve lease expired",
+                                           msg=f"dlap solve {solve_id}: its client stopped answering")
 
     def end(self, solve_id: str, state: str = "done") -> None:
         """The solve is over (or its client was interrupted, even while it waited for the lock):
-        release its lock, held or still requested."""
+        release its lock (a request still waiting ends by its own timeout: :meth:`_release`)."""
         solve = self.solves.pop(solve_id, None)
         if solve is not None:
             self._release(solve)
@@ -116,8 +180,11 @@ class SolveRegistry(SchedulerPlugin):
                 self._abort(solve)
 
     def _release(self, solve: RunningSolve) -> None:
+        """Release the solve's lock where it holds it. A request still waiting is left to its
+        own timeout (the client asks in turns of a third of the lease: :func:`acquire`): releasing
+        it would leave its waiter on the scheduler waiting for an event no one sets."""
         locks = self.scheduler.extensions["multi_locks"]
-        if solve.lock_id in locks.requests:
+        if solve.lock_id in locks.requests and solve.lock_id not in locks.events:
             locks.release(id=solve.lock_id)
 
     def _abort(self, solve: RunningSolve) -> None:
@@ -131,14 +198,61 @@ def install(client) -> None:
     client.register_plugin(SolveRegistry(), name=NAME)
 
 
-def begin(client, solve_id: str, lock, abort_event: str, workers, method: str, shape) -> None:
+class Lease:
+    """A solve's lease, renewed from the client's event loop (which runs whatever the caller's
+    thread does, and not at all in a stopped process) every third of its length."""
+
+    def __init__(self, client, solve_id: str, seconds: float):
+        from tornado.ioloop import PeriodicCallback
+
+        self.client, self.solve_id, self.seconds = client, solve_id, seconds
+        self.callback = PeriodicCallback(self._renew, seconds / 3 * 1000)
+        client.loop.add_callback(self.callback.start)
+
+    async def _renew(self) -> None:
+        try:
+            await self.client.scheduler.dlap_solve_renew(solve_id=self.solve_id)
+        except Exception:  # the scheduler is going away: the solve ends by other means
+            pass
+
+    def stop(self) -> None:
+        self.client.loop.add_callback(self.callback.stop)
+
+
+def lease_seconds() -> float:
+    """The lease of a solve: dask.config ``dlap.solve-lease`` (seconds), else LEASE_SECONDS."""
+    import dask
+
+    seconds = float(dask.config.get("dlap.solve-lease", LEASE_SECONDS))
+    if not seconds > 0:
+        raise ValueError(f"dask.config dlap.solve-lease must be a positive number of seconds; got {seconds!r}")
+    return seconds
+
+
+def state(client, solve_id: str) -> str | None:
+    """:meth:`SolveRegistry.state` of a solve, asked of the client's scheduler."""
+    return client.sync(client.scheduler.dlap_solve_state, solve_id=solve_id)
+
+
+def acquire(lock, lease: Lease) -> None:
+    """Take the solve's workers' lock, asking in turns of a third of the lease, so that a request
+    this client stopped renewing ends on the scheduler by its own timeout."""
+    while not lock.acquire(timeout=lease.seconds / 3):
+        pass
+
+
+def begin(client, solve_id: str, lock, abort_event: str, workers, method: str, shape) -> Lease:
+    """Record the solve on the scheduler, on a lease its client renews until :func:`end`."""
+    seconds = lease_seconds()
     client.sync(client.scheduler.dlap_solve_begin, solve_id=solve_id, client=client.id, lock_id=lock.id,
-                abort_event=abort_event, workers=list(workers), method=method, shape=list(shape))
+                abort_event=abort_event, workers=list(workers), method=method, shape=list(shape), lease=seconds)
+    return Lease(client, solve_id, seconds)
 
 
-def end(client, solve_id: str, state: str) -> None:
+def end(client, solve_id: str, state: str, lease: Lease) -> None:
     """The solve is over (``state``: "done", or why not): the scheduler releases its workers'
     lock and keeps it for the dashboard page."""
+    lease.stop()
     client.sync(client.scheduler.dlap_solve_end, solve_id=solve_id, state=state)
 
 

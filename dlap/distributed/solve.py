@@ -211,16 +211,17 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     abort = Event(abort_name, client=client)
     # the scheduler releases the lock and aborts the ranks if this client dies (registry.py)
     registry.install(client)
-    registry.begin(client, solve_id, lock, abort_name, workers, method, source.shape)
+    lease = registry.begin(client, solve_id, lock, abort_name, workers, method, source.shape)
     running = []  # the tasks to stop if the caller is interrupted
     state = "done"
     try:
-        lock.acquire()  # two solves never share a worker (each rank task holds its worker's comm)
+        registry.acquire(lock, lease)  # two solves never share a worker (each rank task holds its worker's comm)
         offset = source_offset(client, source, maximize)
         running = slabs = place_slabs(client, source, plan, axis=axis, bounds=bounds, transposed=transposed,
                                       maximize=maximize, gpu=gpu, solve_id=solve_id, offset=offset,
-                                      wait=lambda futures, owners: _wait(client, futures, workers, abort, owners))
-        _wait(client, slabs, workers, abort)  # bad input fails here, before any rank joins a comm
+                                      wait=lambda futures, owners: _wait(client, futures, workers, abort, owners,
+                                                                         solve_id))
+        _wait(client, slabs, workers, abort, solve_id=solve_id)  # bad input fails here, before any rank joins a comm
         placed = time.perf_counter()
         comm = _comm_spec(client, workers, gpu and n_ranks > 1)
         joined = time.perf_counter()
@@ -241,20 +242,18 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         ]
         del slabs
         with watch(client, topic, progress, shape[0]):
-            _wait(client, futures, workers, abort)
+            _wait(client, futures, workers, abort, solve_id=solve_id)
         results = client.gather(futures)
         gathered = time.time()
-        aborted = [r.rank for r in results if isinstance(r, RankAborted)]
-        if aborted:  # the scheduler stopped the solve (its lease ran out) while no rank failed
-            raise CommAborted(f"dlap: solve {solve_id} was aborted by the scheduler (ranks {aborted}); "
-                              "it held the cluster longer than its lease allowed without this client answering")
+        if any(isinstance(r, RankAborted) for r in results):  # the scheduler stopped it while no rank failed
+            raise _ended_by_the_scheduler(client, solve_id) or CommAborted(f"dlap: solve {solve_id} was aborted")
     except BaseException as e:
         state = f"failed: {type(e).__name__}"
         if not isinstance(e, Exception):  # KeyboardInterrupt: the caller stops the solve, ranks included
             _stop_ranks(client, running, workers, abort)
         raise
     finally:
-        registry.end(client, solve_id, state)  # and the scheduler releases the lock
+        registry.end(client, solve_id, state, lease)  # and the scheduler releases the lock
     result = _assignment(results, integer, offset, method, maximize, transposed, n_ranks, gpu)
     seconds = result.stats.phase_seconds
     seconds["placement"] = placed - started
@@ -407,7 +406,7 @@ def _comm_spec(client, workers, nccl: bool) -> tuple:
     return ("nccl", client.run(nccl_unique_id, workers=[workers[0]])[workers[0]], tuple(workers))
 
 
-def _wait(client, futures, workers, abort, owners=None) -> None:
+def _wait(client, futures, workers, abort, owners=None, solve_id: str = "") -> None:
     """Wait for every task (one per rank, or placement's, which run on ``owners``). When one
     fails, is cancelled or a rank's worker leaves, set the abort event (every rank's watchdog
     aborts its communicator), wait for the ranks to stop, and raise the first cause.
@@ -428,7 +427,7 @@ def _wait(client, futures, workers, abort, owners=None) -> None:
         if cancelled:
             # the scheduler also cancels the task of a rank whose worker it has removed (seen in
             # CI under load): then the dead worker is the cause
-            failure = _worker_lost(client, workers) or RuntimeError(
+            failure = _worker_lost(client, workers) or _ended_by_the_scheduler(client, solve_id) or RuntimeError(
                 f"dlap: task {cancelled[0].key} was cancelled during the solve")
             break
         if time.perf_counter() >= next_check:
@@ -436,6 +435,19 @@ def _wait(client, futures, workers, abort, owners=None) -> None:
             next_check = time.perf_counter() + POLL
         time.sleep(TICK)
     _stop_ranks(client, futures, workers, abort, failure, owners)
+
+
+class SolveExpired(RuntimeError):
+    """The scheduler ended a solve whose client stopped renewing its lease."""
+
+
+def _ended_by_the_scheduler(client, solve_id: str) -> SolveExpired | None:
+    """Why the scheduler's registry ended this solve, where it did (its lease ran out)."""
+    state = registry.state(client, solve_id) if solve_id else None
+    if state is None or not state.startswith("lease expired"):
+        return None
+    return SolveExpired(f"dlap: solve {solve_id} was ended by the scheduler ({state}); the cluster went on to "
+                        "other work. Solve again")
 
 
 def _stop_ranks(client, futures, workers, abort, failure=None, owners=None) -> None:

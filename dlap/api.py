@@ -113,7 +113,15 @@ def solve(
     time_limit : float, optional
         ``method="dgs"`` only: seconds from the call after which DGS stops and returns the best
         assignment so far (always full and valid; the start assignment is always completed).
-        ``stats.time_limit_reached`` says whether it stopped there or converged.
+        ``stats.time_limit_reached`` says whether the deadline stopped it (False where it
+        converged, or returned its greedy start early because its kernels were still loading:
+        ``stats.phase_counts["kernels_loading"]``). The promise: the answer comes back within
+        ``time_limit`` plus one step of about 2**20 matrix entries wherever ``time_limit``
+        leaves room for what every answer needs (one pass that checks the matrix, the
+        reductions that give ``lower_bound``, and the completion of the greedy start); where it
+        does not, right after those (``stats.phase_seconds`` times them). How far past their
+        deadlines solves end, idle and with every core busy, is measured by
+        ``benchmarks/deadlines.py``.
     start : {"greedy", "random"}
         ``method="dgs"``: the start assignment (``"random"``: a permutation drawn from ``seed``).
     seed : int or numpy.random.SeedSequence
@@ -303,8 +311,9 @@ def run_method(backend, problem: Problem, state, stats: Stats, method, init, roo
 
 def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **options):
     """Deep Greedy Switching within ``deadline``, the first call of a process included: where the
-    device's kernels for this matrix are not loaded, the start is made in NumPy and is the answer
-    unless there is time to load them (:mod:`dlap.dgs.loading`)."""
+    device's kernels for this matrix are not loaded, the start is made in NumPy, the kernels are
+    loaded in the background (for this call where there is time, else for the next ones), and
+    the start is the answer unless they come in time (:mod:`dlap.dgs.loading`)."""
     from .dgs import loading
     from .hungarian.phases import PhaseTimer
 
@@ -312,15 +321,17 @@ def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **o
     if deadline < np.inf and not loading.kernels_ready(device, problem.matrix):
         with PhaseTimer(stats)("host_start"):
             initial, u, v = loading.host_start(problem, deadline)
+        # (issue 37: with less than LOAD_MIN_SECONDS left they were never loaded, and every later
+        # call with a short deadline answered its greedy start too)
+        loader = loading.load_in_background(device, problem.matrix)
         left = deadline - time.perf_counter()
         complete = bool((initial >= 0).all())  # else forbidden pairs: only the device's repair finishes it
         if complete and left < loading.LOAD_MIN_SECONDS:
             loading.warn_not_loaded(device, problem.matrix)
-            return _start_is_the_answer(problem, stats, initial, u, v)
-        loader = loading.load_in_background(device, problem.matrix)
+            return _start_is_the_answer(problem, stats, left <= 0, initial, u, v)
         if not loader.wait(left * (1 - loading.WAKE_MARGIN)):
             if complete:
-                return _start_is_the_answer(problem, stats, initial, u, v)
+                return _start_is_the_answer(problem, stats, True, initial, u, v)
             loader.wait(np.inf)
     backend = _backend(device)
     with _host_threads(backend, problem) as threads:
@@ -330,10 +341,12 @@ def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **o
     return solution
 
 
-def _start_is_the_answer(problem: Problem, stats: Stats, *arrays):
-    """DGS stopped at its deadline with the host start: its arrays, on the GPU when the caller's
-    matrix is there."""
-    stats.method, stats.time_limit_reached = "dgs", True
+def _start_is_the_answer(problem: Problem, stats: Stats, reached: bool, *arrays):
+    """DGS's answer is the host start (``reached``: the deadline stopped it; else the kernels were
+    still loading and the call returned before its deadline): its arrays, on the GPU when the
+    caller's matrix is there."""
+    stats.method, stats.time_limit_reached = "dgs", reached
+    stats.phase_counts["kernels_loading"] = 1
     if not problem.on_device:
         return arrays
     import cupy

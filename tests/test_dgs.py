@@ -1,6 +1,9 @@
 """Deep Greedy Switching (method="dgs"): a valid assignment always, a 2-exchange optimum when it
 converges, a true bound on its gap, deterministic, and on time."""
 
+import json
+import subprocess
+import sys
 import time
 import warnings
 
@@ -282,3 +285,43 @@ def test_the_reduction_bound_survives_rounding(switching, start):
     assert result.objective == 2e-12
     assert result.lower_bound <= 2e-12
     assert_dgs_result(result, cost)
+
+
+FRESH_PROCESS_DEADLINES = """
+import json, time, warnings
+import numpy as np
+import dlap
+from dlap import generate
+from dlap.dgs import loading
+warnings.simplefilter("ignore", RuntimeWarning)
+cost = generate.geometric(600, same_points=True, seed=1)
+calls = []
+for k in range(12):
+    started = time.perf_counter()
+    result = dlap.solve(cost, maximize=True, method="dgs", time_limit=0.3)
+    elapsed = time.perf_counter() - started
+    calls.append({"elapsed": elapsed, "reached": result.stats.time_limit_reached, "switches": result.stats.switches,
+                  "loading": result.stats.phase_counts.get("kernels_loading", 0), "objective": result.objective})
+    if not result.stats.phase_counts.get("kernels_loading"):
+        break
+    time.sleep(0.3)
+print(json.dumps(calls))
+"""
+
+
+def test_short_deadlines_in_a_fresh_process_switch_once_the_kernels_are_loaded():
+    """Issue 37: calls with a 0.5 s deadline in a fresh process returned their greedy start with
+    time_limit_reached=True after 0.13-0.18 s, one after another, until the kernels were loaded
+    by other means (the loading was never started with less than a second left). Now the first
+    call starts loading them; a call that returns its start early does not say its deadline was
+    reached; and a later call switches from it."""
+    done = subprocess.run([sys.executable, "-c", FRESH_PROCESS_DEADLINES], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    calls = json.loads(done.stdout)
+    for call in calls:
+        if call["loading"]:
+            assert call["switches"] == 0 and call["reached"] == (call["elapsed"] >= 0.3), call
+    last = calls[-1]
+    assert not last["loading"] and last["switches"] > 0, calls
+    assert last["objective"] > calls[0]["objective"] or not calls[0]["loading"]

@@ -12,10 +12,12 @@ deadline met on paper would be missed by the caller. Hence:
   dgs --time-limit`` does, outside the timed solve; a solve without a deadline loads them anyway.
 - A solve with a deadline whose kernels are not loaded makes, in NumPy only, the row and column
   reductions (its lower bound) and the greedy start (:func:`host_start`; Roverso et al., section
-  3.1), cut short by the deadline. With at least :data:`LOAD_MIN_SECONDS` left it loads the
-  kernels in a thread meanwhile and goes on from that start on the device if they are there
-  before the deadline (less a margin for taking the interpreter back); otherwise it returns the
-  start (no switches) and warns once that :func:`load_dgs_kernels` was not called.
+  3.1), cut short by the deadline, then starts loading the kernels in a thread. With at least
+  :data:`LOAD_MIN_SECONDS` left it waits for them and goes on from that start on the device if
+  they are there before the deadline (less a margin for taking the interpreter back); otherwise
+  it returns the start (no switches; ``stats.time_limit_reached`` only where the deadline
+  stopped it, ``stats.phase_counts["kernels_loading"]``) and warns once that
+  :func:`load_dgs_kernels` was not called. The loading goes on, so later calls switch.
 """
 
 from __future__ import annotations
@@ -167,9 +169,10 @@ def warn_not_loaded(device: str, matrix) -> None:
     if key not in _warned:
         _warned.add(key)
         warnings.warn(
-            f"DGS returned its greedy start at the deadline: its {device} kernels for {matrix.dtype} matrices "
-            f"were not loaded (0.3 to 1 s); call dlap.load_dgs_kernels({str(matrix.dtype)!r}, {device!r}) once "
-            "before solves with a deadline", RuntimeWarning, stacklevel=4)
+            f"DGS returned its greedy start: its {device} kernels for {matrix.dtype} matrices were not loaded "
+            "(0.3 to 1 s; they are loading now, for the next calls); call "
+            f"dlap.load_dgs_kernels({str(matrix.dtype)!r}, {device!r}) once before solves with a deadline",
+            RuntimeWarning, stacklevel=4)
 
 
 def _uniform(n: int, dtype) -> np.ndarray:

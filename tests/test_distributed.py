@@ -949,3 +949,13 @@ def test_ranks_on_a_tcp_cluster_use_their_sockets(client):
     cost = dlap.generate.uniform(120, 10.0, seed=4)
     result = dd.solve(da.from_array(cost, chunks=(60, 120)), client, method="tree", n_workers=2)
     assert result.stats.phase_counts["ranks"] == 2 and result.stats.phase_counts["comm_sockets"] == 1
+
+
+def test_subnormal_costs_end_on_the_ranks(client):
+    """Issue 37: the ε schedule of a subnormal excess grew without end; on a cluster a 4 x 4
+    matrix pushed both workers to 2.8 GB until their nannies restarted them."""
+    cost = np.zeros((4, 4))
+    cost[3, 3] = 5e-324
+    for method in ("scaling", "auto", "tree"):
+        result = dd.solve(da.from_array(cost, chunks=(2, 4)), client, method=method)
+        assert result.objective == 0.0 and result.verify().optimal

@@ -284,3 +284,21 @@ def check_float_answer(cost, maximize, method):
         return
     assert_valid(result, cost, maximize)
     assert result.objective == exact or abs(result.objective - exact) <= float_resolution(cost), (result, exact)
+
+
+def test_extreme_matrices_solved_from_many_threads_at_once():
+    """The fuzzer's matrices from four threads at once: each answer is the one a lone call gives
+    (the solvers share no state between calls; Numba's layer is serialised where it must be)."""
+    import concurrent.futures
+
+    rng = np.random.default_rng(11)
+    matrices = []
+    for _ in range(48):
+        n, m = rng.integers(1, 7, 2)
+        values = rng.choice(np.array(MAGNITUDES[:-1]), (n, m)) * rng.choice([-1.0, 1.0], (n, m))
+        matrices.append(values if rng.random() < 0.7 else rng.integers(-(2**40), 2**40, (n, m)))
+    alone = [dlap.solve(c, method=METHODS[k % 5], device="cpu").objective for k, c in enumerate(matrices)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda kc: dlap.solve(kc[1], method=METHODS[kc[0] % 5], device="cpu").objective,
+                                 enumerate(matrices)))
+    assert together == alone

@@ -47,7 +47,8 @@ def best_exchange(cost, rows, cols, maximize):
 
 def assert_dgs_result(result, cost, maximize=False, converged=True):
     """scipy's format, a permutation avoiding forbidden pairs, a bound that brackets scipy's
-    optimum, and (once converged) no improving 2-exchange."""
+    optimum, and (once converged) no improving 2-exchange. ``converged`` None: either (a start
+    returned early while the kernels load)."""
     cost = np.asarray(cost)
     rows, cols = result.row_ind, result.col_ind
     assert rows.dtype == np.int64 and cols.dtype == np.int64
@@ -56,7 +57,8 @@ def assert_dgs_result(result, cost, maximize=False, converged=True):
     picked = cost[rows, cols].astype(np.float64)
     assert np.isfinite(picked).all(), "a forbidden pair was assigned"
     assert result.heuristic and result.stats.method == "dgs"
-    assert result.stats.time_limit_reached == (not converged)
+    if converged is not None:
+        assert result.stats.time_limit_reached == (not converged)
     exact, error = reference(cost, maximize)
     assert error is None
     optimum = float(exact.astype(np.float64).sum())
@@ -224,19 +226,29 @@ def test_the_host_start_is_the_greedy_start_of_the_kernels():
         assert float(u.sum() + v.sum()) == pytest.approx(exact.lower_bound, rel=1e-12)
 
 
-def test_a_short_deadline_without_loaded_kernels_returns_the_start_on_time(kernels_not_loaded):
+def test_a_short_deadline_without_loaded_kernels_returns_the_start_and_loads_them(kernels_not_loaded):
+    """No time to load the kernels within the deadline: the NumPy start is the answer, the
+    deadline is reached only if the start took it all, and the kernels load in the background
+    for the next calls (issue 37: they never did, and every call answered its start)."""
     cost = generate.geometric(400, seed=21, same_points=True)
     started = time.perf_counter()
     with pytest.warns(RuntimeWarning, match=r"call dlap.load_dgs_kernels\('float64', 'cpu'\)"):
         result = dlap.solve(cost, maximize=True, method="dgs", time_limit=0.05)
-    assert time.perf_counter() - started <= 0.05 + 0.01
-    assert result.stats.time_limit_reached and result.stats.switches == 0 and "host_start" in result.stats.phase_seconds
-    assert_dgs_result(result, cost, maximize=True, converged=False)
-    assert not kernels_not_loaded._loaders, "no thread loads kernels beside a short deadline"
+    elapsed = time.perf_counter() - started
+    assert result.stats.switches == 0 and "host_start" in result.stats.phase_seconds
+    assert result.stats.phase_counts["kernels_loading"] == 1
+    assert result.stats.time_limit_reached or elapsed < 0.05
+    assert_dgs_result(result, cost, maximize=True, converged=None)
+    loaders = list(kernels_not_loaded._loaders.values())
+    assert loaders, "the kernels load in the background"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         dlap.solve(cost, maximize=True, method="dgs", time_limit=0.05)
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], "warned once per kind of matrix"
+    for loader in loaders:
+        assert loader.wait(120)
+    later = dlap.solve(cost, maximize=True, method="dgs", time_limit=0.05)
+    assert "kernels_loading" not in later.stats.phase_counts
 
 
 def test_a_long_deadline_loads_the_kernels_and_switches(kernels_not_loaded):

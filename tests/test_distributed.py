@@ -124,7 +124,8 @@ def test_ranks_decide_what_one_rank_decides(client, method, kind):
 def test_auto_solves_on_one_rank_what_dlap_solve_solves(client, family, shape):
     """method="auto" (the default) with a matrix that fits a worker: one rank runs exactly what
     dlap.solve(method="auto") runs (ε-scaling on structured costs), and stats say so."""
-    cost = np.ascontiguousarray(dlap.generate.family(family, max(shape), 10.0)[: shape[0], : shape[1]])
+    f = 10.0 if family in dlap.generate.TAKES_F else None
+    cost = np.ascontiguousarray(dlap.generate.family(family, max(shape), f)[: shape[0], : shape[1]])
     alone = dlap.solve(cost, device="cpu")
     for maximize in (False, True):
         result = dd.solve(da.from_array(cost, chunks=(100, 100)), client, maximize=maximize, device="cpu")

@@ -302,3 +302,41 @@ def test_extreme_matrices_solved_from_many_threads_at_once():
         together = list(pool.map(lambda kc: dlap.solve(kc[1], method=METHODS[kc[0] % 5], device="cpu").objective,
                                  enumerate(matrices)))
     assert together == alone
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cost", HUGE, ids=range(len(HUGE)))
+@pytest.mark.parametrize("maximize", [False, True])
+@pytest.mark.parametrize("where", ["host", "device"])
+@pytest.mark.parametrize("method", ["auto", "classical", "tree", "scaling", "dgs"])
+def test_finite_costs_near_the_largest_float_on_the_gpu(cost, maximize, where, method):
+    """The same on a GPU: a host matrix the upload checks and scales (a deferred problem), or a
+    CuPy matrix scaled by prepare, verified there."""
+    import cupy
+
+    if maximize and np.isinf(cost).any():
+        cost = np.where(np.isinf(cost), -np.inf, cost)
+    try:
+        scipy_lsa(cost, maximize=maximize)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=str(e)):
+            dlap.solve(cost, maximize=maximize, method=method, device="gpu")
+        return
+    given = cost if where == "host" else cupy.asarray(cost)
+    result = dlap.solve(given, maximize=maximize, method=method, device="gpu")
+    assert result.objective == exhaustive_optimum(cost, maximize)
+    certificate = result.verify()
+    if method != "dgs" and cost.shape[0] == cost.shape[1]:
+        assert certificate.optimal, certificate
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("t", [1e9, 1e12, 1e100])
+def test_a_dual_offset_does_not_certify_a_wrong_assignment_on_the_gpu(t):
+    import cupy
+
+    c = cupy.asarray(np.random.default_rng(0).random((50, 50)))
+    low, high = dlap.solve(c, device="gpu"), dlap.solve(c, maximize=True, device="gpu")
+    assert low.verify().optimal and high.verify().optimal
+    bad = dataclasses.replace(_offset(low, t), col_ind=high.col_ind, objective=high.objective)
+    assert not bad.verify(c).optimal

@@ -9,7 +9,7 @@ stays on its GPU and the answers come back in the caller's library and device.
 
 Every problem follows scipy's contract (rectangular in both orientations, ``+inf`` forbidden, rows
 sorted) and gets scipy's errors, prefixed with the problem's index. The solvers
-(:mod:`dlap.backends.cpu_batch`, ``backends/cuda/batch.cu``) find shortest augmenting paths
+(:mod:`dlap.backends.cpu.batch`, ``backends/gpu/cuda/batch.cu``) find shortest augmenting paths
 from zero duals, exactly (float64 arithmetic; integers shifted into the range of
 :mod:`dlap.problem`), and keep the duals that prove each answer: ``BatchResult.verify(b, cost)``
 is :func:`dlap.certificate.certify` on problem ``b``.
@@ -133,7 +133,7 @@ def _solve(problems: _Problems, on_gpu: bool, maximize: bool, duals: bool, give_
     rows, cols = np.minimum(problems.n, problems.m), np.maximum(problems.n, problems.m)
     transposed = problems.n > problems.m
     if on_gpu:
-        from .backends.gpu_batch import solve_all
+        from .backends.gpu.batch import solve_all
 
         u, v, col4row, status = solve_all(flat, start, rows, cols, transposed, sign, offsets)
         status = status.get()
@@ -161,7 +161,7 @@ def _merged(parts, count: int, maximize: bool, duals: bool) -> BatchResult:
 
 
 def _solve_on_cpu(flat, start, rows, cols, transposed, sign, offsets, integer):
-    from .backends.cpu_batch import solve_all
+    from .backends.cpu.batch import solve_all
     from .threads import solve_threads
 
     n_problems = start.shape[0]

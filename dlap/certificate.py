@@ -437,7 +437,7 @@ def _verdict(primal, bound, gap, relative, violation, slackness, closed, feasibl
 def widened(x):
     """``x`` as float64, exactly. CuPy's float32 -> float64 conversion flushes subnormals to zero
     (a GPU batch's objective lost a cost of 1e-45 that way, found by hypothesis on an H200), so a
-    CuPy float32 array is widened by the solvers' own ``widen`` (backends/cuda/common.cuh), which
+    CuPy float32 array is widened by the solvers' own ``widen`` (backends/gpu/cuda/common.cuh), which
     builds them from their bits."""
     if x.dtype == np.float32 and array_module(x) is not np:
         return _widen_float32()(x)
@@ -448,7 +448,7 @@ def widened(x):
 def _widen_float32():
     import cupy
 
-    from .backends.gpu_kernels import common_source
+    from .backends.gpu.kernels import common_source
 
     return cupy.ElementwiseKernel("float32 x", "float64 y", "y = widen(x)", "dlap_widen_float32",
                                   preamble=common_source())

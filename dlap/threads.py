@@ -85,7 +85,7 @@ def solve_threads(n_entries: int, limit: int | None = None):
     from several threads at once (:func:`thread_safe_layer`)."""
     import numba
 
-    from .backends import numba_setup  # noqa: F401 - the wait policy, before the team starts
+    from .backends.cpu import numba_setup  # noqa: F401 - the wait policy, before the team starts
 
     previous = numba.get_num_threads()  # (starts the thread team: the layer is known from here)
     with contextlib.nullcontext() if thread_safe_layer() else _one_at_a_time:

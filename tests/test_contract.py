@@ -136,7 +136,9 @@ def test_a_read_only_matrix_compiles_no_kernel_again():
     second compilation of every kernel it reached (seconds each on a first run). The CPU backends
     read every cost matrix through a read-only view, so after the same solves on a writable
     matrix (minimised, and maximised: a new matrix), a read-only one adds no compiled version."""
-    from dlap.backends import cpu_dgs, cpu_kernels, cpu_scaling
+    from dlap.backends.cpu import dgs as cpu_dgs
+    from dlap.backends.cpu import hungarian as cpu_kernels
+    from dlap.backends.cpu import scaling as cpu_scaling
 
     def versions():
         return {(module.__name__, name): len(kernel.signatures) for module in (cpu_kernels, cpu_scaling, cpu_dgs)

@@ -209,7 +209,7 @@ def kernels_not_loaded(monkeypatch):
 
 
 def test_the_host_start_is_the_greedy_start_of_the_kernels():
-    from dlap.backends.cpu_dgs import CPUSwitching
+    from dlap.backends.cpu.dgs import CPUSwitching
     from dlap.dgs import loading
     from dlap.dgs.switching import Deadline, initial_assignment
     from dlap.problem import prepare

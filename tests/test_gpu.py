@@ -106,7 +106,7 @@ def test_classical_compression_of_dense_zero_slack_rows(high, shape):
     more edges in all than its staging buffer holds (16 a row): those rows are read a second
     time; the optimum is scipy's, the zero-slack graph the CPU backend's."""
     from dlap.backends.cpu import CPUBackend
-    from dlap.backends.gpu import STAGED_EDGES_PER_ROW, GPUBackend
+    from dlap.backends.gpu.backend import STAGED_EDGES_PER_ROW, GPUBackend
     from dlap.problem import Problem
 
     cost = np.random.default_rng(high).integers(0, high, shape).astype(np.int32)
@@ -163,7 +163,7 @@ def test_host_float_matrix_is_checked_and_negated_on_the_gpu(dtype, monkeypatch)
     untouched, wherever in the chunks the bad entry lies."""
     from scipy.optimize import linear_sum_assignment as scipy_lsa
 
-    from dlap.backends import gpu
+    from dlap.backends.gpu import backend as gpu
     from dlap.problem import prepare
 
     cost = generate.geometric(600, seed=3).astype(dtype)
@@ -245,7 +245,8 @@ def force_search_layout(layout: str, monkeypatch) -> None:
     the device does not schedule it), "-wide" (blocks that agree among their warps first),
     "device-memory" (the blocks' column arrays in device memory, as for matrices too wide for
     shared memory)."""
-    from dlap.backends import gpu, gpu_kernels
+    from dlap.backends.gpu import backend as gpu
+    from dlap.backends.gpu import kernels as gpu_kernels
 
     if layout.endswith("device-memory"):
         monkeypatch.setattr(gpu_kernels, "shared_launch", lambda kernel, nbytes, device_id: 0)
@@ -267,9 +268,9 @@ def test_scaling_is_the_cpu_engine_bit_for_bit(family, n, layout, bids, monkeypa
     cluster of 2, 8 or 16 (each holding a slice of the columns in shared memory, or in device memory
     for matrices too wide for it), with narrow or wide blocks; and with no bids (every row
     assigned by a search, as the CPU does by default)."""
-    from dlap.backends import gpu
     from dlap.backends.base import Backend
     from dlap.backends.cpu import CPUBackend
+    from dlap.backends.gpu import backend as gpu
 
     force_search_layout(layout, monkeypatch)
     monkeypatch.setattr(CPUBackend, "parallel_bidding", bids)

@@ -21,7 +21,7 @@ import numpy as np
 
 import dlap
 from dlap import generate
-from dlap.backends.cpu_dgs import CPUSwitching
+from dlap.backends.cpu.dgs import CPUSwitching
 from dlap.dgs import switching
 
 

@@ -19,7 +19,7 @@ from gpu_host_path import timed  # this folder (run as a script)
 
 import dlap
 from dlap import generate
-from dlap.backends import gpu_kernels as gk
+from dlap.backends.gpu import kernels as gpu_kernels as gk
 
 
 def main() -> None:

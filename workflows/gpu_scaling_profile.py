@@ -19,7 +19,7 @@ import cupy
 import dlap
 from dlap import generate
 from dlap.backends import gpu
-from dlap.backends import gpu_kernels as gk
+from dlap.backends.gpu import kernels as gpu_kernels as gk
 
 PARTS = {0: "first_scan", 1: "rescan", 4: "agree", 5: "end_of_search"}
 

@@ -56,7 +56,7 @@ def _matrix_key(device: str, matrix) -> tuple:
 
 def kernels_ready(device: str, matrix) -> bool:
     """Whether DGS's kernels for ``matrix``'s dtype are loaded on ``device`` (the CPU's read every
-    matrix as a read-only view, writable or not: :func:`dlap.backends.numba_setup.read_only`)."""
+    matrix as a read-only view, writable or not: :func:`dlap.backends.cpu.numba_setup.read_only`)."""
     return _matrix_key(device, matrix) in _loaded
 
 
@@ -110,8 +110,8 @@ def _load(device: str, dtype: np.dtype, gpu_id: int | None) -> None:
 def _start_thread_team(tiny: np.ndarray) -> None:
     """Start Numba's thread team: the tiny solves ran on one thread, and a first parallel region
     that starts it takes up to 0.1 s on a busy machine (a large solve runs on the team)."""
-    from ..backends.cpu_dgs import transpose
-    from ..backends.numba_setup import read_only
+    from ..backends.cpu.dgs import transpose
+    from ..backends.cpu.numba_setup import read_only
     from ..threads import SERIAL_MAX_ENTRIES, solve_threads
 
     with solve_threads(SERIAL_MAX_ENTRIES):

@@ -12,10 +12,10 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
-from ..dgs.primitives import SwitchingPrimitives
-from ..dgs.state import DGSState
-from . import gpu_kernels as gk
-from .gpu import require_device_memory
+from ...dgs.primitives import SwitchingPrimitives
+from ...dgs.state import DGSState
+from . import kernels as gk
+from .backend import require_device_memory
 
 #: blocks of the evaluation kernel at most (one entity per block, grid-stride beyond)
 MAX_EVALUATION_BLOCKS = 1 << 16
@@ -60,7 +60,7 @@ class GPUSwitching(SwitchingPrimitives):
     def repair(self, state):
         """Augmenting paths on the host (only reached when the start met forbidden pairs it could
         not avoid: a copy of the matrix comes to the host)."""
-        from .cpu_dgs import augment_free_rows
+        from ..cpu.dgs import augment_free_rows
 
         row_match = state.row_match.get().astype(np.int64)
         col_match = state.col_match.get().astype(np.int64)

@@ -1,13 +1,13 @@
 """Batched assignment on a GPU: the whole batch in one launch of ``batch.cu``'s kernel, one thread
 block per problem, the problems' search state in device workspaces; no host round trip per
-problem or per iteration. The packing is :mod:`dlap.batch`'s (see :mod:`dlap.backends.cpu_batch`)."""
+problem or per iteration. The packing is :mod:`dlap.batch`'s (see :mod:`dlap.backends.cpu.batch`)."""
 
 from __future__ import annotations
 
 import cupy
 import numpy as np
 
-from .gpu_kernels import kernel
+from .kernels import kernel
 
 
 def block_size(cols: int) -> int:

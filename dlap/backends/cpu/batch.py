@@ -4,7 +4,7 @@ problems spread over the cores by one Numba parallel loop (no GIL, no Python per
 Each problem is solved by shortest augmenting paths, one free row at a time (the
 Jonker-Volgenant / Crouse form that scipy uses, a Dijkstra search per row over reduced costs that
 the duals keep non-negative), after Jonker-Volgenant's initialisation: column reduction for a
-square problem, then augmenting row reduction. The GPU's batch kernel (``backends/cuda/batch.cu``)
+square problem, then augmenting row reduction. The GPU's batch kernel (``backends/gpu/cuda/batch.cu``)
 runs the same searches after the column reduction only (a row reduction is one row at a time,
 where the GPU's block would wait). The problems come packed in
 one flat buffer (:mod:`dlap.batch`): problem ``b`` starts at ``start[b]``, has ``rows[b] <= cols[b]``

@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..dgs.primitives import SwitchingPrimitives
-from ..dgs.state import DGSState
+from ...dgs.primitives import SwitchingPrimitives
+from ...dgs.state import DGSState
 from .numba_setup import read_only  # first: cache folder and thread wait policy, before any kernel
 
 INF = np.inf

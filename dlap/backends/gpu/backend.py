@@ -3,7 +3,7 @@
 Each primitive is one to three kernel launches; the searches (the classical BFS and the tree
 variant's Dijkstra-like growth) are persistent kernels that loop on the device with a grid-wide
 barrier, so the host reads a few scalars per iteration, never per BFS level (DESIGN.md, "GPU:
-launches and syncs, not bandwidth"). The kernels are in ``backends/cuda/``.
+launches and syncs, not bandwidth"). The kernels are in ``backends/gpu/cuda/``.
 
 A NumPy matrix is copied in row chunks through pinned buffers by several host threads, each on its
 own stream (one chunk's worth in a single copy); the first phases' reductions (row minima, and
@@ -24,10 +24,9 @@ from typing import Any
 import cupy
 import numpy as np
 
-from ..hungarian.state import HungarianState
-from ..problem import FLOAT_HEADROOM, MSG_INVALID, Problem, scale_exponent, unscaled_duals
-from . import gpu_kernels as gk
-from .base import (
+from ...hungarian.state import HungarianState
+from ...problem import FLOAT_HEADROOM, MSG_INVALID, Problem, scale_exponent, unscaled_duals
+from ..base import (
     ARR_MAX_ROUNDS,
     ARR_MIN_PROGRESS,
     FLOAT_TOL_SCALE,
@@ -37,6 +36,7 @@ from .base import (
     install_assignment,
     rescan_bound,
 )
+from . import kernels as gk
 
 #: host-to-device copy: rows per chunk (about this many bytes) and host threads copying at once
 UPLOAD_CHUNK_BYTES = 32 << 20
@@ -694,7 +694,7 @@ class GPUBackend(Backend):
     # ---------------------------------------------------------------- results
 
     def switching(self):
-        from .gpu_dgs import GPUSwitching
+        from .dgs import GPUSwitching
 
         return GPUSwitching()
 

@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
-from .cpu_kernels import _COLUMN_BLOCK, _min_slack, optimality_check, row_reduction
+from .hungarian import _COLUMN_BLOCK, _min_slack, optimality_check, row_reduction
 
 INF = np.inf
 

@@ -1,6 +1,6 @@
 """The CUDA kernels of the GPU backend: compiled once per process (and cached on disk by CuPy).
 
-Sources live in ``backends/cuda/``: ``common.cuh`` is prepended to each ``.cu`` file, so the
+Sources live in ``backends/gpu/cuda/``: ``common.cuh`` is prepended to each ``.cu`` file, so the
 kernel cache key covers the helpers too. Templated kernels are instantiated for the four cost
 dtypes the solvers read (int32, int64, float32, float64: DESIGN.md, "Input dtype kept").
 """
@@ -60,11 +60,11 @@ PERSISTENT_BLOCK = 1024
 def common_source() -> str:
     """``common.cuh``: the device helpers every kernel source starts with (also the preamble of
     CuPy elementwise kernels that need them)."""
-    return (resources.files("dlap.backends") / "cuda" / "common.cuh").read_text()
+    return (resources.files("dlap.backends.gpu") / "cuda" / "common.cuh").read_text()
 
 
 def _source(name: str) -> str:
-    return common_source() + "\n" + (resources.files("dlap.backends") / "cuda" / f"{name}.cu").read_text()
+    return common_source() + "\n" + (resources.files("dlap.backends.gpu") / "cuda" / f"{name}.cu").read_text()
 
 
 def cluster_sizes(name: str, wide: bool = False) -> tuple[int, ...]:

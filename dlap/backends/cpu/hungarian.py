@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ..base import KEEP_ROW, SCAN_ROW
 from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
-from .base import KEEP_ROW, SCAN_ROW
 
 INF = np.inf
 _COLUMN_BLOCK = 256  # columns per task in column-wise reductions (row-major friendly)

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 
-from ..hungarian.state import HungarianState
-from ..problem import Problem
-from . import cpu_kernels as k
-from . import cpu_scaling as ks
-from .base import FLOAT_TOL_SCALE, SCAN_ROW, Backend, bidding_loop, compression_plan, install_assignment
+from ...hungarian.state import HungarianState
+from ...problem import Problem
+from ..base import FLOAT_TOL_SCALE, SCAN_ROW, Backend, bidding_loop, compression_plan, install_assignment
+from . import hungarian as k
+from . import scaling as ks
 from .numba_setup import read_only
 
 
@@ -228,7 +228,7 @@ class CPUBackend(Backend):
         ks.tight_duals(state.cost, state.v, state.row_match, state.u)
 
     def switching(self):
-        from .cpu_dgs import CPUSwitching
+        from .dgs import CPUSwitching
 
         return CPUSwitching()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import numbers
 import time
@@ -11,24 +10,12 @@ import time
 import numpy as np
 
 from .arrays import adopt
+from .backends import backend as backend_for
 from .certificate import exact_sum
-from .dgs import STARTS, SWITCHINGS
-from .problem import (
-    InfeasibleError,
-    Problem,
-    array_module,
-    is_device_array,
-    prepare,
-    unscaled,
-    unscaled_duals,
-)
+from .device import array_module, choose_device, is_device_array
+from .options import DEVICES, INITS, METHODS, ROOTS, STARTS, SWITCHINGS, check_choice
+from .problem import Problem, prepare, unscaled, unscaled_duals
 from .result import Assignment, MatrixReference, Stats, caller_duals
-
-METHODS = ("auto", "classical", "tree", "hybrid", "scaling", "dgs")
-DEVICES = ("auto", "cpu", "gpu")
-INITS = ("auto", "jv", "reduction")
-ROOTS = ("auto", "all", "one")
-MSG_NO_GPU = "device='gpu' needs CuPy and a CUDA GPU (pip install 'dlap[gpu]'); none is visible"
 
 
 def linear_sum_assignment(cost, maximize: bool = False, **options):
@@ -140,12 +127,12 @@ def solve(
         the matrix (or the copy the solve needs) does not fit in free GPU memory; raised before
         anything is allocated, with the sizes.
     """
-    _check_choice("method", method, METHODS)
-    _check_choice("device", device, DEVICES)
-    _check_choice("init", init, INITS)
-    _check_choice("roots", roots, ROOTS)
-    _check_choice("start", start, STARTS)
-    _check_choice("switching", switching, SWITCHINGS)
+    check_choice("method", method, METHODS)
+    check_choice("device", device, DEVICES)
+    check_choice("init", init, INITS)
+    check_choice("roots", roots, ROOTS)
+    check_choice("start", start, STARTS)
+    check_choice("switching", switching, SWITCHINGS)
     if time_limit is not None and method != "dgs":
         raise ValueError("time_limit applies to method='dgs' (the exact methods run to the optimum)")
     if time_limit is not None:
@@ -170,7 +157,7 @@ def solve(
         deadline = started + (np.inf if time_limit is None else time_limit)
         row_match, u, v = _solve_dgs(device, problem, stats, deadline, start=start, seed=seed, switching=switching)
     else:
-        backend = _backend(device)
+        backend = backend_for(device)
         with _host_threads(backend, problem) as threads:
             stats.threads = threads or 0
             row_match, u, v = _run(backend, problem, stats, method, init, roots, progress)
@@ -221,43 +208,6 @@ def _seconds(time_limit) -> float:
     return seconds
 
 
-def _check_choice(name: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
-
-
-#: device="auto" takes the GPU for matrices of at least this many entries (below it, the launch and
-#: copy overheads of a GPU solve exceed the CPU's whole solve)
-GPU_MIN_ENTRIES = 512 * 512
-
-
-@functools.cache
-def gpu_available() -> bool:
-    """Whether CuPy is installed and sees a CUDA GPU (asked once: a failed import of CuPy costs
-    milliseconds each time, which a DGS deadline would pay)."""
-    try:
-        from .backends.gpu import gpu_available as visible
-    except ImportError:
-        return False
-    return visible()
-
-
-def choose_device(cost, device: str) -> str:
-    """The device a solve runs on (see :func:`solve`'s ``device``)."""
-    if device == "gpu":
-        if not gpu_available():
-            raise RuntimeError(MSG_NO_GPU)
-        return "gpu"
-    if device == "cpu":
-        return "cpu"
-    if is_device_array(cost):
-        return "gpu"
-    size = getattr(cost, "size", None)
-    if size is None:
-        size = np.size(cost)
-    return "gpu" if size >= GPU_MIN_ENTRIES and gpu_available() else "cpu"
-
-
 def _host_threads(backend, problem: Problem):
     """The CPU's thread count for this solve (:mod:`dlap.threads`: one for small problems)."""
     if backend.device != "cpu":
@@ -267,46 +217,16 @@ def _host_threads(backend, problem: Problem):
     return solve_threads(problem.matrix.size)
 
 
-def _backend(device: str):
-    if device == "gpu":
-        from .backends.gpu import GPUBackend  # CuPy is imported on first GPU solve
-
-        return GPUBackend()
-    from .backends.cpu import CPUBackend  # Numba is imported on first solve, not by `import dlap`
-
-    return CPUBackend()
-
-
 def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress):
+    from .hungarian import device_variant, run_method
+
     state = backend.allocate(problem)
-    run_method(backend, problem, state, stats, method, init, roots, progress)
+    with _progress_bar(progress, problem.n_rows) as callback:
+        run_method(backend, state, stats, method, variant=device_variant(backend, problem.matrix),
+                   init="jv" if init == "auto" else init, roots=roots, progress=callback)
     if problem.on_device:
         return backend.to_device(state)
     return backend.to_host(state)
-
-
-def run_method(backend, problem: Problem, state, stats: Stats, method, init, roots, progress) -> None:
-    """An exact ``method`` to optimality on ``state`` (allocated for ``problem`` by ``backend``):
-    what :func:`solve` runs, and what a Dask solve runs on the one rank it chose
-    (:mod:`dlap.distributed.solve`, ``method="auto"``)."""
-    from .hungarian import solve_auto, solve_classical, solve_hybrid, solve_scaling, solve_tree
-
-    init = "jv" if init == "auto" else init
-    gpu = backend.device == "gpu"
-    if roots == "auto" and gpu:
-        roots = "all"  # one tree per iteration leaves a GPU idle: the parallel search pays there
-    with _progress_bar(progress, problem.n_rows) as callback:
-        if method == "auto":
-            variant = "hybrid" if gpu else choose_method(problem)
-            solve_auto(backend, state, stats, variant, roots=roots, progress=callback)
-        elif method == "scaling":
-            solve_scaling(backend, state, stats, progress=callback, roots=roots)
-        elif method == "classical":
-            solve_classical(backend, state, stats, init=init, progress=callback)
-        elif method == "hybrid":
-            solve_hybrid(backend, state, stats, init=init, progress=callback)
-        else:
-            solve_tree(backend, state, stats, init=init, roots=roots, progress=callback)
 
 
 def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **options):
@@ -314,7 +234,7 @@ def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **o
     device's kernels for this matrix are not loaded, the start is made in NumPy, the kernels are
     loaded in the background (for this call where there is time, else for the next ones), and
     the start is the answer unless they come in time (:mod:`dlap.dgs.loading`)."""
-    from .dgs import loading
+    from .dgs import loading, run_dgs
     from .hungarian.phases import PhaseTimer
 
     initial = None
@@ -333,10 +253,10 @@ def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **o
             if complete:
                 return _start_is_the_answer(problem, stats, True, initial, u, v)
             loader.wait(np.inf)
-    backend = _backend(device)
+    backend = backend_for(device)
     with _host_threads(backend, problem) as threads:
         stats.threads = threads or 0
-        solution = _run_dgs(backend, problem, stats, deadline, initial=initial, **options)
+        solution = run_dgs(backend, problem, stats, deadline, initial=initial, **options)
     loading.mark_loaded(device, problem.matrix)  # what this solve did not run loads in milliseconds
     return solution
 
@@ -352,51 +272,6 @@ def _start_is_the_answer(problem: Problem, stats: Stats, reached: bool, *arrays)
     import cupy
 
     return tuple(cupy.asarray(a) for a in arrays)
-
-
-def _run_dgs(backend, problem: Problem, stats: Stats, deadline: float, **options):
-    """Deep Greedy Switching on the backend's device; the duals returned are the row and column
-    reductions (section 4.1 of Date & Nagi), whose sum bounds the optimum from below."""
-    from .dgs import deep_greedy_switching
-    from .hungarian.phases import PhaseTimer
-
-    stats.method = "dgs"
-    state = backend.allocate(problem)
-    phase = PhaseTimer(stats, backend, state)
-    with phase("initial_reduction"):
-        # rows only for a rectangular matrix: the longer side's column duals must stay <= 0
-        feasible = backend.initial_reduction(state, columns=problem.n_rows == problem.n_cols)
-    if not feasible:
-        raise InfeasibleError()
-    state.row_match[:] = deep_greedy_switching(
-        backend.switching(), state.cost, state.tol_scale, stats, phase, deadline=deadline, **options
-    )
-    if problem.on_device:
-        return backend.to_device(state)
-    return backend.to_host(state)
-
-
-#: rows sampled to estimate the cost range for method="auto"
-_RANGE_SAMPLE_ROWS = 64
-
-
-def choose_method(problem: Problem) -> str:
-    """``method="auto"`` on the CPU, where JV initialisation leaves few rows free: the variant that
-    was faster on this kind of input (README, benchmarks).
-
-    Integer costs spanning at most ``n_cols`` values (the paper's f <= 1) make a dense zero-slack
-    graph, where the classical BFS over the compressed edges finds many paths per round (on
-    uniform f=0.1, n=4000: 0.05 s against 1.8 s for the tree variant); wider integer ranges and
-    float costs favour the tree variant (geometric n=1000: 0.04 s against 2.6 s). The range is
-    estimated from evenly spaced rows, so the choice costs no pass over the matrix.
-    """
-    matrix = problem.matrix
-    if not problem.is_integer:
-        return "tree"
-    step = max(1, matrix.shape[0] // _RANGE_SAMPLE_ROWS)
-    sample = matrix[::step]
-    span = int(sample.max()) - int(sample.min())
-    return "classical" if span <= matrix.shape[1] else "tree"
 
 
 class _progress_bar:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .problem import is_device_array
+from .device import is_device_array
 
 _DLPACK_CPU = 1  # kDLCPU in DLPack's device types
 

@@ -24,6 +24,8 @@ import numpy as np
 
 from .arrays import adopt
 from .certificate import certify, widened
+from .device import MSG_NO_GPU, gpu_available
+from .options import DEVICES, check_choice
 from .problem import (
     MSG_INFEASIBLE,
     MSG_INVALID,
@@ -103,15 +105,11 @@ def solve_batch(costs, *, maximize: bool = False, device: str = "auto", duals: b
         scipy's errors of the first problem that has one, as ``"problem b: ..."``; an integer
         matrix outside the exact range; a batch that is neither 3-D nor a sequence.
     """
-    from .api import DEVICES, _check_choice, gpu_available
-
-    _check_choice("device", device, DEVICES)
+    check_choice("device", device, DEVICES)
     started = time.perf_counter()
     problems, give_back = _problems(costs)
     on_gpu = problems.on_gpu if device == "auto" else device == "gpu"
     if on_gpu and not gpu_available():
-        from .api import MSG_NO_GPU
-
         raise RuntimeError(MSG_NO_GPU)
     groups = problems.by_dtype()
     if len(groups) > 1:  # each problem keeps its own dtype's rules (issue 37: all were cast to float64)

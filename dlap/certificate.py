@@ -25,13 +25,13 @@ the smallest normal number of the costs' dtype.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .problem import FLOAT_HEADROOM, MSG_NOT_2D, array_module, check_entries, offset_for_range, scale_exponent
+from .device import array_module
+from .problem import FLOAT_HEADROOM, MSG_NOT_2D, check_entries, offset_for_range, scale_exponent
 
 BLOCK_ELEMENTS = 1 << 22  # matrix entries per block (bounded temporaries)
 #: integer duals, less the entries' offset, are checked within ± this (int64 then holds every sum)
@@ -437,21 +437,15 @@ def _verdict(primal, bound, gap, relative, violation, slackness, closed, feasibl
 def widened(x):
     """``x`` as float64, exactly. CuPy's float32 -> float64 conversion flushes subnormals to zero
     (a GPU batch's objective lost a cost of 1e-45 that way, found by hypothesis on an H200), so a
-    CuPy float32 array is widened by the solvers' own ``widen`` (backends/gpu/cuda/common.cuh), which
-    builds them from their bits."""
-    if x.dtype == np.float32 and array_module(x) is not np:
-        return _widen_float32()(x)
-    return x.astype(np.float64)
-
-
-@functools.cache
-def _widen_float32():
-    import cupy
-
-    from .backends.gpu.kernels import common_source
-
-    return cupy.ElementwiseKernel("float32 x", "float64 y", "y = widen(x)", "dlap_widen_float32",
-                                  preamble=common_source())
+    CuPy float32 array's subnormals are built from their bits, as the solvers' own ``widen``
+    builds them (backends/gpu/cuda/common.cuh): mantissa times 2**-149."""
+    xp = array_module(x)
+    if x.dtype != np.float32 or xp is np:
+        return x.astype(np.float64)
+    bits = x.view(np.int32)
+    magnitude = (bits & 0x007FFFFF).astype(np.float64) * 2.0**-149
+    subnormal = xp.where(bits < 0, -magnitude, magnitude)
+    return xp.where((bits & 0x7F800000) == 0, subnormal, x.astype(np.float64))
 
 
 def exact_sum(*arrays):

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from . import __version__, generate
-from .api import METHODS, solve
-from .dgs import STARTS, SWITCHINGS
+from .api import solve
+from .device import choose_device, gpus_visible
 from .files import (
     MATRIX_FORMATS,
     SOLUTION_FORMATS,
@@ -28,6 +28,7 @@ from .files import (
     write_matrix,
     write_solution,
 )
+from .options import METHODS, STARTS, SWITCHINGS
 
 DEMO_N = 2000
 #: the demo's warm-up instance: large enough that every phase runs, so all kernels are compiled
@@ -137,8 +138,6 @@ def _load_dgs_kernels(cost, args) -> None:
     """Before the clock of a solve with a deadline starts: DGS's kernels for this matrix (a fresh
     process would otherwise spend the deadline loading them and answer with its start)."""
     from . import load_dgs_kernels
-    from .api import choose_device
-
     start = time.perf_counter()
     load_dgs_kernels(cost.dtype, choose_device(cost, args.device))
     if not args.json and time.perf_counter() - start > 0.5:
@@ -163,7 +162,7 @@ def _solve_distributed(args) -> int:
     if args.input and Path(args.input).suffix == ".zarr":
         cost, label = args.input, args.input
     elif not args.input and args.family in generate.WORKER_FAMILIES:
-        gpu = args.device == "gpu" or (args.device == "auto" and not args.scheduler and dd.cluster.gpus_visible() > 0)
+        gpu = args.device == "gpu" or (args.device == "auto" and not args.scheduler and gpus_visible() > 0)
         cost = generate.family_dask(args.family, args.n, args.f, seed=args.seed, m=args.m, gpu=gpu)
         f = f" f={1.0 if args.f is None else args.f:g}" if args.family == "uniform-counter" else ""
         maximize = maximize or args.family in generate.MAXIMIZE
@@ -194,8 +193,6 @@ def cmd_demo(args) -> int:
     cost = generate.uniform(args.n, 1.0, seed=args.seed)
     if not args.json:
         print(f"dlap demo: uniform integer costs in [0, {args.n}), {args.n} x {args.n}")
-    from .api import choose_device
-
     device = choose_device(cost, "auto")  # the embedded default: the GPU when one is visible
     start = time.perf_counter()
     solve(generate.uniform(DEMO_WARMUP_N, 1.0), device=device)  # same method, dtype and device: compiles the kernels

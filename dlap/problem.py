@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .device import array_module, is_device_array, require_device_memory
+
 #: scipy's messages, reused word for word so dlap is a drop-in.
 MSG_NOT_2D = "expected a matrix (2-D array), got a {ndim} array"
 MSG_INVALID = "matrix contains invalid numeric entries"
@@ -116,20 +118,6 @@ class InfeasibleError(ValueError):
 
     def __init__(self, message: str = MSG_INFEASIBLE):
         super().__init__(message)
-
-
-def is_device_array(x) -> bool:
-    """Whether ``x`` is a CuPy array (checked without importing CuPy)."""
-    return type(x).__module__.split(".")[0] == "cupy"
-
-
-def array_module(x):
-    """``cupy`` for a CuPy array, ``numpy`` for anything else."""
-    if is_device_array(x):
-        import cupy
-
-        return cupy
-    return np
 
 
 def as_cost_array(cost) -> np.ndarray:
@@ -309,8 +297,6 @@ def prepare(cost, maximize: bool = False, deferred: bool = False) -> Problem:
     if deferred and xp is np and dtype.kind == "f" and not reshaped:
         return Problem(matrix=original, transposed=False, maximize=bool(maximize), original=original, deferred=True)
     if xp is not np and copies:
-        from .backends.gpu import require_device_memory
-
         require_device_memory(original.size * dtype.itemsize, f"a copy of the {original.shape} cost matrix")
     offset = integer_offset(original, bool(maximize))
     if offset or (maximize and dtype.kind == "i"):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .certificate import BLOCK_ELEMENTS, Certificate, certify, widened
-from .problem import array_module
+from .device import array_module
 
 MSG_MATRIX_GONE = (
     "verify(): the solved matrix is gone (a result references it weakly, so as not to keep a large "

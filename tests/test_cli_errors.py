@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dlap import cli, generate
-from dlap.api import gpu_available
+from dlap.device import gpu_available
 from dlap.files import read_matrix
 
 

@@ -184,7 +184,7 @@ def test_unknown_options_are_refused(name, value):
 
 
 def test_gpu_device_without_a_gpu_is_refused_clearly():
-    from dlap.api import gpu_available
+    from dlap.device import gpu_available
 
     if gpu_available():
         pytest.skip("a GPU is visible here")
@@ -193,7 +193,7 @@ def test_gpu_device_without_a_gpu_is_refused_clearly():
 
 
 def test_auto_device_is_the_cpu_without_a_gpu():
-    from dlap.api import gpu_available
+    from dlap.device import gpu_available
 
     result = dlap.solve(np.ones((600, 600)))
     assert result.stats.device == ("gpu" if gpu_available() else "cpu")

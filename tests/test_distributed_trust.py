@@ -24,6 +24,7 @@ distributed = pytest.importorskip("distributed")
 
 import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
+from dlap.device import gpus_visible  # noqa: E402
 from dlap.distributed.cluster import worker_addresses  # noqa: E402
 from dlap.generate import uniform_block  # noqa: E402
 
@@ -49,7 +50,7 @@ def cluster(kind):
             yield cluster
         return
     pytest.importorskip("dask_cuda")
-    if dd.cluster.gpus_visible() < 2:
+    if gpus_visible() < 2:
         pytest.skip("needs two GPUs")
     with dd.start_cluster(2, dashboard_address=":0") as cluster:
         with distributed.Client(cluster) as client:  # the workers compile their kernels here, not in a timing

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from scipy.optimize import linear_sum_assignment as scipy_lsa
 
 import dlap
-from dlap.problem import MAX_INTEGER_MAGNITUDE, MAX_INTEGER_SPAN, array_module
+from dlap.device import array_module
+from dlap.problem import MAX_INTEGER_MAGNITUDE, MAX_INTEGER_SPAN
 
 from .conftest import CONFIGS
 from .test_gpu import GPU_CONFIGS

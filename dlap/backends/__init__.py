@@ -1,1 +1,13 @@
-"""Backends: one module per device implementing the phase primitives of :mod:`.base`."""
+"""Backends: the phase primitives of :mod:`.base` on one device each (``cpu/``, ``gpu/``)."""
+
+
+def backend(device: str):
+    """The primitives of ``device`` ("cpu" or "gpu"); Numba or CuPy is imported here, on the first
+    solve, not by ``import dlap``."""
+    if device == "gpu":
+        from .gpu import GPUBackend
+
+        return GPUBackend()
+    from .cpu import CPUBackend
+
+    return CPUBackend()

@@ -12,8 +12,9 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from ..device import array_module
 from ..hungarian.state import HungarianState
-from ..problem import Problem, array_module
+from ..problem import Problem
 from ..result import row_minima
 
 #: ε-scaling's ε-phases read a copy of the matrix in the narrower dtype (Backend.narrowed)

@@ -73,10 +73,11 @@ def load_dgs_kernels(dtype="float64", device: str = "auto") -> None:
     so that ``solve(method="dgs", time_limit=...)``
     switches from its first call. Takes 0.3 to 1 s once per process (more on a machine's first
     run, which compiles them into the disk cache); a no-op for what is loaded already."""
-    from ..api import DEVICES, _check_choice, choose_device, gpu_available
+    from ..device import choose_device, gpu_available
+    from ..options import DEVICES, check_choice
     from ..problem import working_dtype
 
-    _check_choice("device", device, DEVICES)
+    check_choice("device", device, DEVICES)
     # "auto" means the GPU whenever one is visible, not only for large matrices as for a solve
     device = "gpu" if device == "auto" and gpu_available() else choose_device(np.zeros((1, 1)), device)
     dtype = np.dtype(dtype)
@@ -88,23 +89,35 @@ def load_dgs_kernels(dtype="float64", device: str = "auto") -> None:
 
 
 def _load(device: str, dtype: np.dtype, gpu_id: int | None) -> None:
-    """One tiny DGS solve per switching of ``device``, so every kernel it uses is loaded."""
-    from ..api import solve
-
+    """One tiny DGS solve per switching of ``device``, so every kernel it uses is loaded (the
+    matrices are of the dtype the solvers read)."""
     tiny = warm_up_matrix(dtype)
     if device == "gpu":
         import cupy
 
         with cupy.cuda.Device(gpu_id if gpu_id is not None else cupy.cuda.runtime.getDevice()):
-            solve(cupy.asarray(tiny), method="dgs", device="gpu")
+            _tiny_solve("gpu", cupy.asarray(tiny), "parallel")
             # CuPy sizes the blocks of its reductions by the input: a large matrix compiles its
             # own (measured: 8 s on an H200's first large solve after the tiny one alone)
-            solve(cupy.asarray(_uniform(GPU_WARM_UP_N, dtype)), method="dgs", device="gpu")
+            _tiny_solve("gpu", cupy.asarray(_uniform(GPU_WARM_UP_N, dtype)), "parallel")
             cupy.cuda.get_current_stream().synchronize()
         return
     for switching in ("parallel", "sequential"):
-        solve(tiny, method="dgs", device="cpu", switching=switching)
+        _tiny_solve("cpu", tiny, switching)
     _start_thread_team(tiny)
+
+
+def _tiny_solve(device: str, matrix, switching: str) -> None:
+    """DGS to convergence on ``matrix`` as it is (a minimisation matrix of a solver's dtype)."""
+    from ..backends import backend
+    from ..problem import prepare
+    from ..result import Stats
+    from ..threads import solve_threads
+    from . import run_dgs
+
+    with solve_threads(matrix.size):
+        run_dgs(backend(device), prepare(matrix), Stats(device=device), math.inf, start="greedy", seed=0,
+                switching=switching)
 
 
 def _start_thread_team(tiny: np.ndarray) -> None:

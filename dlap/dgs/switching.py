@@ -30,8 +30,6 @@ from ..problem import InfeasibleError
 from ..result import Stats
 from .primitives import SwitchingPrimitives
 
-STARTS = ("greedy", "random")
-SWITCHINGS = ("parallel", "sequential")
 #: greedy start: proposal rounds at most; rows still unassigned then take the unheld columns in
 #: order (on instances where every row wants the same few columns, such as the GEOM benefit
 #: matrices, the rounds would otherwise number in the hundreds, each a pass over those rows)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends.base import ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, bidding_loop, install_assignment
-from .comm import _host
+from .comm import to_host
 from .scaling import DistributedScaling
 
 #: the axis of the (solved, rows <= cols) matrix each variant splits over the ranks
@@ -192,7 +192,7 @@ class DistributedBackend(DistributedScaling):
             s.col_match[:] = state.col_match
             # each rank's share of the ascending rows, known to every rank: one host read, no
             # collective of the sizes
-            edges = _host(xp.searchsorted(rows, self.bounds_array)).tolist()
+            edges = to_host(xp.searchsorted(rows, self.bounds_array)).tolist()
             mine = rows[edges[self.rank] : edges[self.rank + 1]] - self.lo
             sizes = [5 * (b - a) for a, b in zip(edges, edges[1:], strict=False)]
             return self.comm.allgatherv(self.local.row_minima_terms(s, mine).ravel(), sizes=sizes).reshape(-1, 5)
@@ -288,12 +288,12 @@ class DistributedBackend(DistributedScaling):
             header[1 : 1 + counts.shape[0]] = counts
             stacked = self.comm.allgather(header)
             counts = xp.concatenate([stacked[r, 1 : 1 + k] for r, k in enumerate(sizes)])
-            state.col_idx = self.comm.allgatherv(s.col_idx[:nnz], sizes=_host(stacked[:, 0]).tolist())
+            state.col_idx = self.comm.allgatherv(s.col_idx[:nnz], sizes=to_host(stacked[:, 0]).tolist())
         else:
             # the local backend's index dtype: the GPU's forward pass reads 32-bit column indices
             cols = (s.col_idx[:nnz] + self.lo).astype(s.col_idx.dtype, copy=False)
             per_rank = self.comm.allgather(counts)  # (ranks, rows)
-            state.col_idx = self.comm.allgatherv(cols, sizes=[int(t) for t in _host(per_rank.sum(axis=1))])
+            state.col_idx = self.comm.allgatherv(cols, sizes=[int(t) for t in to_host(per_rank.sum(axis=1))])
             rows = xp.repeat(xp.tile(xp.arange(state.n_rows), self.comm.size), per_rank.ravel())
             state.col_idx = state.col_idx[xp.argsort(rows, kind="stable")]
             counts = per_rank.sum(axis=0)
@@ -323,7 +323,7 @@ class DistributedBackend(DistributedScaling):
         if mine.shape[0]:
             self._load_duals(state)
             theta = self.local.classical_theta(s)
-        return float(_host(self.comm.allreduce(self.xp.asarray([theta]), "min"))[0])
+        return float(to_host(self.comm.allreduce(self.xp.asarray([theta]), "min"))[0])
 
     def classical_shift(self, state, theta: float) -> None:
         self.local.classical_shift(state, theta)
@@ -375,7 +375,7 @@ class DistributedBackend(DistributedScaling):
                 self.tallies["dual_updates"] += 1
             for r, piece in enumerate(pieces):
                 self.local.tree_join(g, s, piece, level, self.lo, shift, wave, r == 0)
-            n_forest, n_rev, n_q, n_front = (int(x) for x in _host(wave))
+            n_forest, n_rev, n_q, n_front = (int(x) for x in to_host(wave))
             self.tallies["waves"] += 1
         g.n_forest_rows, g.n_forest_cols = n_q, n_forest
         self.level = level
@@ -395,7 +395,7 @@ class DistributedBackend(DistributedScaling):
         views), in rank order. One all-gather of ``WAVE_CAPACITY`` rows per rank; a second only
         for a wave where some rank offers more."""
         stacked = self.comm.allgather(offers[: WAVE_CAPACITY + 1])
-        header = _host(stacked[:, 0, :2])
+        header = to_host(stacked[:, 0, :2])
         counts = header[:, 1].astype(np.int64)
         pieces = [stacked[r, 1 : 1 + min(int(counts[r]), WAVE_CAPACITY)] for r in range(self.comm.size)]
         extra = int(counts.max()) - WAVE_CAPACITY

@@ -6,6 +6,8 @@ import os
 import sys
 from contextlib import contextmanager
 
+from ..device import gpus_visible
+
 #: dask-cuda worker options for solves: no device spilling, no host memory limit (see start_cluster)
 GPU_WORKER_OPTIONS = {"device_memory_limit": 0, "memory_limit": 0}
 
@@ -21,16 +23,6 @@ GPU_WORKER_OPTIONS = {"device_memory_limit": 0, "memory_limit": 0}
 #: workflows/protocols.py; workflows/results/dask-gpu-20261123-x2-ucx-probe-s6-*,
 #: dask-gpu-20261123-x2-protocols-s6-*). A progress thread alone does not stop the spinning.
 UCX_ENVIRONMENT = {"UCXPY_PROGRESS_MODE": "thread", "UCXPY_ENABLE_PYTHON_FUTURE": "1"}
-
-
-def gpus_visible() -> int:
-    """GPUs CuPy sees on this machine (0 without CuPy)."""
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # no CuPy, no driver, no device: all mean "no GPU"
-        return 0
 
 
 def start_cluster(n_workers: int | None = None, *, protocol: str = "tcp", gpu: bool | None = None, **options):

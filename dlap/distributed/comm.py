@@ -78,7 +78,7 @@ class Comm(ABC):
         length, in rank order, the same list on every rank)."""
         xp = _xp(x)
         if sizes is None:
-            sizes = [int(s) for s in _host(self.allgather(xp.asarray([x.shape[0]], dtype=np.int64)))[:, 0]]
+            sizes = [int(s) for s in to_host(self.allgather(xp.asarray([x.shape[0]], dtype=np.int64)))[:, 0]]
         width = max(sizes)
         if width == 0:
             return x[:0]
@@ -101,7 +101,7 @@ def _xp(x):
     return np
 
 
-def _host(x) -> np.ndarray:
+def to_host(x) -> np.ndarray:
     return x.get() if hasattr(x, "get") else np.asarray(x)
 
 
@@ -267,7 +267,7 @@ class HostComm(Comm):
 
     def allreduce(self, x, op):
         xp = _xp(x)
-        return xp.asarray(_NUMPY_REDUCE[op](_host(self.allgather(x)), axis=0))
+        return xp.asarray(_NUMPY_REDUCE[op](to_host(self.allgather(x)), axis=0))
 
     def bcast(self, x, root=0):
         return self.allgather(x)[root]
@@ -299,7 +299,7 @@ class RPCComm(HostComm):
             raise CommAborted("dlap: the solve was aborted")
         start = time.perf_counter()
         xp = _xp(x)
-        x = np.ascontiguousarray(_host(x))
+        x = np.ascontiguousarray(to_host(x))
         seq, self._seq = self._seq, self._seq + 1
         self._send_all(seq, x)
         pieces = [None] * self.size
@@ -419,7 +419,7 @@ class SocketComm(HostComm):
         encoded = host.encode()[:_ADDRESS_BYTES]
         me[: len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
         me[_ADDRESS_BYTES:] = np.frombuffer(np.int64(port).tobytes(), dtype=np.uint8)
-        table = _host(bootstrap.allgather(me))
+        table = to_host(bootstrap.allgather(me))
         self._peers: dict[int, socket.socket] = {}
         listener.settimeout(_POLL)
         deadline = time.monotonic() + RENDEZVOUS_SECONDS
@@ -459,7 +459,7 @@ class SocketComm(HostComm):
         self._check()
         start = time.perf_counter()
         xp = _xp(x)
-        x = np.ascontiguousarray(_host(x))
+        x = np.ascontiguousarray(to_host(x))
         received = self._exchange(x)
         pieces = [np.frombuffer(received[r], dtype=x.dtype, offset=8).reshape(x.shape) if r != self.rank else x
                   for r in range(self.size)]

@@ -38,18 +38,14 @@ from ..certificate import (
     float_verdict,
     widened,
 )
-from ..hungarian.auto import solve_auto
-from ..hungarian.classical import run_classical
-from ..hungarian.hybrid import run_hybrid
-from ..hungarian.phases import PhaseTimer, Progress, initialise
-from ..hungarian.scaling import solve_scaling
-from ..hungarian.tree import run_tree
-from ..problem import Problem, check_entries, is_device_array, scale_exponent, shifted, unscaled
+from ..device import is_device_array
+from ..hungarian import device_variant, run_method
+from ..problem import Problem, check_entries, scale_exponent, shifted, unscaled
 from ..result import Stats
 from .backend import DistributedBackend
-from .comm import CommAborted, NCCLComm, RPCComm, SocketComm, _host
+from .comm import CommAborted, NCCLComm, RPCComm, SocketComm, to_host
 
-#: seconds between progress events of rank 0
+#: seconds between progress events of rank 0 (the last one is always sent)
 PROGRESS_INTERVAL = 0.5
 
 
@@ -114,52 +110,33 @@ class DistributedSolver:
         self.g = local.allocate_graph(spec.shape, slab.dtype, tol)
         self.backend = DistributedBackend(local, self.slab, comm, spec.method, spec.bounds, spec.rank, self.xp)
         self.stats = Stats(device=local.device, method=spec.method, init=spec.init)
-        self.phase = PhaseTimer(self.stats, self.backend, self.g)
-        self.report = Progress(report, spec.shape[0], PROGRESS_INTERVAL)
-        self.callback = report
+        self.report = report
 
     def solve(self) -> None:
-        """The initialisation (JV's or the paper's initial reduction) and the variant's
-        iterations to optimality (the tree searches from every free row at once); with
-        ``method="auto"``, :meth:`solve_alone` on one rank, or split over column slabs
-        ``dlap.solve``'s own ``solve_auto`` (JV, the variant, ε-scaling for structured costs)."""
-        backend, g, stats = self.backend, self.g, self.stats
-        if self.spec.method == "auto":
+        """The method's solve, by :func:`dlap.hungarian.run_method`: with ``method="auto"`` on
+        one rank, on the rank's local backend over the whole matrix (:meth:`solve_alone`); split
+        by auto over column slabs, ``solve_auto`` with ``method`` as its variant (JV, the
+        variant, ε-scaling for structured costs); otherwise ``method`` itself (its
+        initialisation, then its iterations; the tree searches from every free row at once)."""
+        backend, g, stats, spec = self.backend, self.g, self.stats, self.spec
+        if spec.method == "auto":
             self.solve_alone()
             return
-        if self.spec.auto and backend.split == 1:  # the searches may hand over to ε-scaling
-            solve_auto(backend, g, stats, self.spec.method, roots="all", progress=self.callback)
-        elif self.spec.method == "scaling":
-            solve_scaling(backend, g, stats, self.callback, roots="all")
-        else:
-            initialise(backend, g, self.spec.init, stats, self.phase)
-            self._run_variant()
-        self.report(0, final=True)
+        method = "auto" if spec.auto and backend.split == 1 else spec.method  # (the searches may hand over)
+        run_method(backend, g, stats, method, variant=spec.method, init=spec.init, roots="all", progress=self.report)
         for name in ("waves", "zero_slack_edges"):
             if backend.tallies[name]:
                 stats.phase_counts[name] = backend.tallies[name]
         stats.phase_seconds["communication"] = self.comm.seconds
         stats.phase_counts["communication"] = self.comm.calls
 
-    def _run_variant(self) -> None:
-        backend, g, stats = self.backend, self.g, self.stats
-        if self.spec.method == "classical":
-            run_classical(backend, g, stats, self.phase, self.report)
-        elif self.spec.method == "hybrid":
-            run_hybrid(backend, g, stats, self.phase, self.report)
-        else:
-            run_tree(backend, g, stats, self.phase, self.report, roots="all")
-
     def solve_alone(self) -> None:
         """The one-rank solve of ``method="auto"``: the slab is the whole matrix, and the local
         backend runs on it exactly what ``dlap.solve(method="auto")`` runs (JV initialisation,
         the device's variant, ε-scaling where the searches show structured costs); the answer
         is then copied into the replica, which the certificate reads."""
-        from ..api import run_method
-
-        s, g = self.slab, self.g
-        problem = Problem(matrix=s.cost, transposed=False, maximize=False, original=s.cost)
-        run_method(self.backend.local, problem, s, self.stats, "auto", "auto", "auto", self.callback)
+        s, g, local = self.slab, self.g, self.backend.local
+        run_method(local, s, self.stats, "auto", variant=device_variant(local, s.cost), progress=self.report)
         for name in ("u", "v", "row_match", "col_match"):
             getattr(g, name)[:] = getattr(s, name)
         self.stats.phase_seconds["communication"] = 0.0
@@ -224,7 +201,7 @@ class DistributedSolver:
             scan.cost_minima = comm.allreduce(scan.cost_minima, "min")
         picked, picked_rows = self._picked()
         slack = widened(picked) - g.u[picked_rows] - g.v[g.row_match[picked_rows]]
-        worst = _host(comm.allreduce(xp.asarray([scan.violation, scan.largest,
+        worst = to_host(comm.allreduce(xp.asarray([scan.violation, scan.largest,
                                                  float(abs(slack).max()) if slack.shape[0] else 0.0]), "max"))
         scan.violation, scan.largest = float(worst[0]), float(worst[1])
 
@@ -261,12 +238,12 @@ class DistributedSolver:
         violation = float((g.u[rows] - s.u).max()) if s.u.shape[0] else 0.0
         picked, picked_rows = self._picked()
         wide = picked.astype(np.int64)  # two int64 sums of 31-bit parts, which no matrix size overflows
-        parts = _host(comm.allreduce(xp.stack([(wide >> 31).sum(), (wide & (2**31 - 1)).sum()]), "sum"))
+        parts = to_host(comm.allreduce(xp.stack([(wide >> 31).sum(), (wide & (2**31 - 1)).sum()]), "sum"))
         total = int(parts[0]) * 2**31 + int(parts[1])
         slack = picked.astype(np.float64) - g.u[picked_rows] - g.v[g.row_match[picked_rows]]
         slackness = float(xp.abs(slack).max()) if slack.shape[0] else 0.0
         u_repaired = comm.allreduce(u_repaired, "min")
-        worst = _host(comm.allreduce(xp.asarray([max(violation, 0.0), slackness]), "max"))
+        worst = to_host(comm.allreduce(xp.asarray([max(violation, 0.0), slackness]), "max"))
         if rectangular:
             assigned = xp.zeros(n_cols, dtype=bool)
             assigned[g.row_match] = True
@@ -292,7 +269,7 @@ def _agreed_exponent(comm, slab) -> int:
     if slab.dtype != np.float64:
         return 0
     largest = comm.allreduce(_array_module(slab).asarray([check_entries(slab)]), "max")
-    return scale_exponent(float(_host(largest)[0]))
+    return scale_exponent(float(to_host(largest)[0]))
 
 
 def _array_module(x):
@@ -395,8 +372,13 @@ def _progress_events(worker, spec: RankSpec, live):
     if spec.rank != 0:
         return None
 
+    last = [-math.inf]
+
     def report(matched: int, total: int) -> None:
-        worker.log_event(spec.progress_topic, {"matched": matched, "total": total, **live()})
+        now = time.perf_counter()
+        if now - last[0] >= PROGRESS_INTERVAL or matched == total:
+            last[0] = now
+            worker.log_event(spec.progress_topic, {"matched": matched, "total": total, **live()})
 
     return report
 

@@ -112,7 +112,7 @@ def open_slab(shape: tuple[int, int], form: SlabForm) -> object:
     if form.gpu:
         import cupy
 
-        from ..backends.gpu import require_device_memory
+        from ..device import require_device_memory
 
         nbytes = shape[0] * shape[1] * np.dtype(form.dtype).itemsize
         require_device_memory(nbytes, f"a {shape[0]} x {shape[1]} {np.dtype(form.dtype)} slab")

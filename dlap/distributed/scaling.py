@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from ..backends.base import install_assignment
-from .comm import _host
+from .comm import to_host
 
 #: the competition prices' columns are reduced in bands of about this many entries
 PRICE_BAND_ENTRIES = 1 << 24
@@ -92,7 +92,7 @@ class DistributedScaling:
         rows, cols = order[kept], picked[kept]
         excess = (self.matched_at(state, rows, cols) - state.v[cols]) - state.u[rows]
         install_assignment(state, rows, cols)
-        return math.fsum(_host(excess).tolist())
+        return math.fsum(to_host(excess).tolist())
 
     def _greedy(self, state, order):
         """Rows in ``order``, each taking its cheapest untaken column (one all-gather per row:
@@ -107,7 +107,7 @@ class DistributedScaling:
             reduced[taken] = np.inf
             j = int(reduced.argmin()) if reduced.shape[0] else 0
             best = float(reduced[j]) if reduced.shape[0] else np.inf
-            offers = _host(self.comm.allgather(xp.asarray([best, j + self.lo], dtype=np.float64)))
+            offers = to_host(self.comm.allgather(xp.asarray([best, j + self.lo], dtype=np.float64)))
             r = int(offers[:, 0].argmin())
             if offers[r, 0] == np.inf:
                 continue
@@ -131,7 +131,7 @@ class DistributedScaling:
             if owner == self.rank:
                 taken[jq - self.lo] = False
                 own = float(s.cost[i, jq - self.lo]) - float(s.v[jq - self.lo])
-            own = float(_host(self.comm.bcast(xp.asarray([own]), root=owner))[0])
+            own = float(to_host(self.comm.bcast(xp.asarray([own]), root=owner))[0])
             reduced = s.cost[i].astype(np.float64) - s.v
             lower = taken & (reduced < own)
             s.v[lower] -= own - reduced[lower]
@@ -152,7 +152,7 @@ class DistributedScaling:
             raise RuntimeError("dlap internal error: the Dask engine's ε-scaling is for square matrices")
         xp, s = self.xp, self.slab
         rows = _host_list(xp.sort(state.free_rows[: state.n_free]))
-        row_match, col_match = _host(state.row_match).copy(), _host(state.col_match).copy()
+        row_match, col_match = to_host(state.row_match).copy(), to_host(state.col_match).copy()
         self._load_duals(state)
         s.v_open[:] = s.v
         for i0 in rows[::-1] if reverse else rows:
@@ -197,7 +197,7 @@ class DistributedScaling:
         while True:
             offer = self.local.search_offer(s, match, row, shift)
             self.tallies["rows_scanned"] += 1
-            offers = _host(self.comm.allgather(offer))
+            offers = to_host(self.comm.allgather(offer))
             offers[:, 1] += np.where(offers[:, 1] >= 0, starts, 0.0)  # each slab's column, globally
             best = offers[:, 0].min()
             if best == np.inf:
@@ -267,4 +267,4 @@ def _competition_prices(cost, row_low, xp):
 
 
 def _host_list(x) -> list:
-    return [int(i) for i in _host(x).tolist()]
+    return [int(i) for i in to_host(x).tolist()]

@@ -12,14 +12,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..api import DEVICES, INITS, _check_choice
-from ..api import MSG_NO_GPU as NO_GPU
 from ..certificate import refused
+from ..device import MSG_NO_GPU as NO_GPU
+from ..device import gpus_visible
+from ..options import DEVICES, INITS, check_choice
 from ..problem import unscaled_duals, working_dtype
 from ..result import Assignment, Certificate, Stats, caller_duals
 from . import registry
 from .backend import SPLIT_AXIS
-from .cluster import UCX_ENVIRONMENT, connected, gpus_visible, ucx_waits_spin, worker_addresses
+from .cluster import UCX_ENVIRONMENT, connected, ucx_waits_spin, worker_addresses
 from .comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
 from .data import (
     as_source,
@@ -157,9 +158,9 @@ def solve(
     are aborted first, so none is left blocked and the cluster stays usable. ``RuntimeError``
     for ``device="gpu"`` where a rank's worker sees no GPU.
     """
-    _check_choice("method", method, METHODS)
-    _check_choice("device", device, DEVICES)
-    _check_choice("init", init, INITS)
+    check_choice("method", method, METHODS)
+    check_choice("device", device, DEVICES)
+    check_choice("init", init, INITS)
     if device == "gpu" and client is None and scheduler is None and gpus_visible() == 0:
         raise RuntimeError(NO_GPU)
     source = as_source(cost)
@@ -343,7 +344,7 @@ def _worker_capacity(dask_worker=None) -> tuple[bool, tuple[int, int]]:
 
     gpu_bytes = 0
     if _gpu_worker() is not None:
-        from ..backends.gpu import free_device_memory
+        from ..device import free_device_memory
 
         gpu_bytes = free_device_memory()
     host_bytes = int(getattr(dask_worker.memory_manager, "memory_limit", 0) or psutil.virtual_memory().total)
@@ -384,8 +385,6 @@ def _ranks_on_gpus(client, workers, device) -> bool:
 
 def _gpu_worker() -> str | None:
     """The PCI bus id of this worker's current GPU; None where it sees none."""
-    from .cluster import gpus_visible
-
     if gpus_visible() == 0:
         return None
     import cupy

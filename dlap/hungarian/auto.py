@@ -83,10 +83,6 @@ def jv_says_structured(jv_free: int, n_rows: int, variant: str) -> bool:
     return jv_free > gate * n_rows
 
 
-class _HandOver(Exception):
-    """Raised at an optimality check where the variant's progress says: structured costs."""
-
-
 def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", progress=None) -> None:
     """JV initialisation, then ``variant`` ("classical", "tree" or "hybrid"), or ε-scaling."""
     phase = PhaseTimer(stats, backend, state)
@@ -98,26 +94,25 @@ def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", 
     seen = [0, 0]  # iterations and augmentations at the previous check
     recent: list[int] = []  # paths augmented by each iteration (0: it ended in a dual update)
 
-    def watch(n_free: int) -> None:
+    def hand_over(n_free: int) -> bool:
+        """The policy asked at every optimality check: hand over to ε-scaling now?"""
         iterations, augmented = stats.iterations, len(stats.paths_per_iteration)
         if iterations == seen[0]:
-            return  # no iteration since the last check (JV initialisation just ended)
+            return False  # no iteration since the last check (JV initialisation just ended)
         recent.append(stats.paths_per_iteration[-1] if augmented > seen[1] else 0)
         seen[:] = iterations, augmented
         searching = variant == "tree" or "switch_iteration" in stats.phase_counts  # the hybrid's tree part
-        if square and structured and stalled(recent[-SCALING_WINDOW:], n_free, state.n_rows, searching):
-            raise _HandOver
+        return square and structured and stalled(recent[-SCALING_WINDOW:], n_free, state.n_rows, searching)
 
     stats.method = variant
-    report = Progress(progress, state.n_rows, watch=watch)
-    try:
-        if variant == "classical":
-            run_classical(backend, state, stats, phase, report)
-        elif variant == "hybrid":
-            run_hybrid(backend, state, stats, phase, report)
-        else:
-            run_tree(backend, state, stats, phase, report, roots)
-    except _HandOver:
+    report = Progress(progress, state.n_rows, policy=hand_over)
+    if variant == "classical":
+        run_classical(backend, state, stats, phase, report)
+    elif variant == "hybrid":
+        run_hybrid(backend, state, stats, phase, report)
+    else:
+        run_tree(backend, state, stats, phase, report, roots)
+    if report.stopped:
         stats.phase_counts["handover_iteration"] = stats.iterations
         solve_scaling(backend, state, stats, progress, roots)
         return

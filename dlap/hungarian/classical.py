@@ -51,10 +51,11 @@ def classical_iterations(
     backend, state, stats: Stats, phase: PhaseTimer, report, max_dual_updates: float = math.inf
 ) -> int:
     """Iterate the classical variant until no row is free, or until a forward pass finds no path
-    after ``max_dual_updates`` dual updates (the hybrid's switch). Returns the rows left free."""
+    after ``max_dual_updates`` dual updates (the hybrid's switch), or the progress hook's policy
+    stops it (``report.stopped``). Returns the rows left free."""
     compressed = False
     fruitless = 0  # dual updates since the last augmenting path: the forest is resumed after one
-    while n_free := check(backend, state, phase, report):
+    while (n_free := check(backend, state, phase, report)) and not report.stopped:
         if not compressed:
             with phase("compress"):
                 backend.compress(state)

@@ -45,7 +45,8 @@ def classical_dual_update_limit(n_cols: int) -> int:
 
 def run_hybrid(backend, state, stats: Stats, phase: PhaseTimer, report) -> None:
     """The classical variant until it stalls, then the tree variant, after initialisation."""
-    if classical_iterations(backend, state, stats, phase, report, classical_dual_update_limit(state.n_cols)):
+    left = classical_iterations(backend, state, stats, phase, report, classical_dual_update_limit(state.n_cols))
+    if left and not report.stopped:
         stats.phase_counts["switch_iteration"] = stats.iterations
         tree_iterations(backend, state, stats, phase, report, roots="all")
     classical_updates = stats.dual_updates

@@ -86,15 +86,17 @@ def augment_paths(backend, state, stats: Stats, phase: PhaseTimer) -> None:
 
 class Progress:
     """Calls ``callback(matched, total)`` after augmentations, at most every ``interval`` s, and
-    ``watch(n_free)`` after every optimality check (``method="auto"``'s hand-over test)."""
+    asks ``policy(n_free)`` after every optimality check whether the variant should stop
+    (``method="auto"``'s hand-over to ε-scaling): the variants' loops end once ``stopped``."""
 
-    def __init__(self, callback, total: int, interval: float = 0.1, watch=None):
-        self.callback, self.total, self.interval, self.watch = callback, total, interval, watch
+    def __init__(self, callback, total: int, interval: float = 0.1, policy=None):
+        self.callback, self.total, self.interval, self.policy = callback, total, interval, policy
+        self.stopped = False
         self._last = time.perf_counter()
 
     def __call__(self, n_free: int, final: bool = False) -> None:
-        if self.watch is not None and not final:
-            self.watch(n_free)
+        if self.policy is not None and not final:
+            self.stopped = self.policy(n_free)
         if self.callback is None:
             return
         now = time.perf_counter()

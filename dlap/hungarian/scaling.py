@@ -50,7 +50,8 @@ import math
 
 import numpy as np
 
-from ..problem import InfeasibleError, array_module
+from ..device import array_module
+from ..problem import InfeasibleError
 from ..result import Stats
 from .phases import PhaseTimer, Progress, drive
 from .tree import run_tree

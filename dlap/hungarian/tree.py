@@ -37,8 +37,9 @@ def tree_search(backend, state, stats: Stats, phase: PhaseTimer, n_free: int, ro
 
 
 def tree_iterations(backend, state, stats: Stats, phase: PhaseTimer, report, roots: str) -> None:
-    """Iterate the tree variant until no row is free."""
-    while n_free := check(backend, state, phase, report):
+    """Iterate the tree variant until no row is free (or the progress hook's policy stops it:
+    ``report.stopped``)."""
+    while (n_free := check(backend, state, phase, report)) and not report.stopped:
         tree_search(backend, state, stats, phase, n_free, roots)
 
 

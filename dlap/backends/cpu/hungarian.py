@@ -25,7 +25,7 @@ from ..base import KEEP_ROW, SCAN_ROW
 from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
 
 INF = np.inf
-_COLUMN_BLOCK = 256  # columns per task in column-wise reductions (row-major friendly)
+COLUMN_BLOCK = 256  # columns per task in column-wise reductions (row-major friendly)
 
 
 # --------------------------------------------------------------------------------------------
@@ -53,10 +53,10 @@ def column_reduction(C, u, v, argmin):
     Read row by row inside blocks of columns, so the row-major matrix streams through the cache.
     """
     n_rows, n_cols = C.shape
-    n_blocks = (n_cols + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
+    n_blocks = (n_cols + COLUMN_BLOCK - 1) // COLUMN_BLOCK
     for b in prange(n_blocks):
-        lo = b * _COLUMN_BLOCK
-        hi = min(n_cols, lo + _COLUMN_BLOCK)
+        lo = b * COLUMN_BLOCK
+        hi = min(n_cols, lo + COLUMN_BLOCK)
         for j in range(lo, hi):
             v[j] = INF
             argmin[j] = -1
@@ -419,10 +419,10 @@ def tree_scan(C, rows, shift, n, v_open, slack, col_pred):
     block streams the rows' segments. A column keeps the first row that gives its lowest slack.
     """
     n_cols = C.shape[1]
-    n_blocks = (n_cols + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
+    n_blocks = (n_cols + COLUMN_BLOCK - 1) // COLUMN_BLOCK
     for b in prange(n_blocks):
-        lo = b * _COLUMN_BLOCK
-        hi = min(n_cols, lo + _COLUMN_BLOCK)
+        lo = b * COLUMN_BLOCK
+        hi = min(n_cols, lo + COLUMN_BLOCK)
         for q in range(n):
             i = rows[q]
             _scan_row(C[i, lo:hi], shift[q], v_open[lo:hi], slack[lo:hi], col_pred[lo:hi], i)
@@ -433,7 +433,7 @@ def tree_offer(slack, col_pred, lo, level, out):
     """A tree wave's offer from a column slab (the Dask engine's): ``out[0] = (smallest slack,
     count, 0)``, then (global column, predecessor, slack) of each column with a finite slack at or
     below ``max(level, smallest slack)``, in column order."""
-    low = _min_slack(slack)
+    low = min_slack(slack)
     bound = max(low, level)
     count = 0
     for j in range(slack.shape[0]):
@@ -479,7 +479,7 @@ def tree_join(offered, level, lo, slab_slack, slab_v_open, col_pred, col_level, 
 
 
 @njit(cache=True, nogil=True)
-def _min_slack(slack):
+def min_slack(slack):
     """Minimum slack (forest columns hold +inf). Four accumulators break the compare chain."""
     n = slack.shape[0]
     b0 = b1 = b2 = b3 = INF
@@ -545,7 +545,7 @@ def tree_forward_pass(
             head += 1
             _scan_row(C[i], row_level[i] - u[i], v_open, slack, col_pred, i)
             counters[1] += 1
-        best = _min_slack(slack)
+        best = min_slack(slack)
         if n_rev > 0 and best > level:
             break  # the frontier is exhausted at this dual level: go to the reverse pass
         if best == INF:

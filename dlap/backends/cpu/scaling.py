@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
-from .hungarian import _COLUMN_BLOCK, _min_slack, optimality_check, row_reduction
+from .hungarian import COLUMN_BLOCK, min_slack, optimality_check, row_reduction
 
 INF = np.inf
 
@@ -57,10 +57,10 @@ def competition_prices(C, row_low, v):
     for i in range(n_rows):
         if row_low[i] == INF:
             return False
-    n_blocks = (n_cols + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
+    n_blocks = (n_cols + COLUMN_BLOCK - 1) // COLUMN_BLOCK
     for b in prange(n_blocks):
-        lo = b * _COLUMN_BLOCK
-        hi = min(n_cols, lo + _COLUMN_BLOCK)
+        lo = b * COLUMN_BLOCK
+        hi = min(n_cols, lo + COLUMN_BLOCK)
         first = np.full(hi - lo, INF)
         second = np.full(hi - lo, INF)
         for i in range(n_rows):
@@ -256,7 +256,7 @@ def _search(C, i0, virtual, extra_match, v, v_open, col_match, dist, col_pred, d
                 v_open[j] = -INF
     counters[1] += 1
     while True:
-        best = _min_slack(dist)  # completed columns hold +inf
+        best = min_slack(dist)  # completed columns hold +inf
         if best == INF:
             return -1, INF, n_done
         j = _first_at(dist, col_match, best)
@@ -293,7 +293,7 @@ def search_offer(C, v, v_open, dist, pred, match, row, shift, offer):
             if x < dist[j]:
                 dist[j] = x
                 pred[j] = row
-    best = _min_slack(dist)
+    best = min_slack(dist)
     offer[0] = best
     offer[1] = -1.0
     offer[2] = 0.0

@@ -1,5 +1,5 @@
 """The GPU backend: CUDA kernels (``cuda/*.cu``) compiled through CuPy, one module per algorithm."""
 
-from .backend import GPUBackend, free_device_memory, gpu_available, require_device_memory
+from .backend import GPUBackend
 
-__all__ = ["GPUBackend", "free_device_memory", "gpu_available", "require_device_memory"]
+__all__ = ["GPUBackend"]

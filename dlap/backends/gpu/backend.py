@@ -24,6 +24,7 @@ from typing import Any
 import cupy
 import numpy as np
 
+from ...device import require_device_memory
 from ...hungarian.state import HungarianState
 from ...problem import FLOAT_HEADROOM, MSG_INVALID, Problem, scale_exponent, unscaled_duals
 from ..base import (
@@ -116,31 +117,6 @@ class _ScalingBuffers:
             dist=cupy.empty(n_cols), col_u=cupy.empty(n_cols), closed=cupy.empty(n_cols, dtype=np.uint8),
             scan_pred=index(), pred=index(), done=index(), done_dist=cupy.empty(n_cols),
             extra_match=cupy.full(max(1, n_cols - n_rows), -1, dtype=np.int32),
-        )
-
-
-def gpu_available() -> bool:
-    """Whether CuPy is installed and sees a CUDA device."""
-    try:
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except cupy.cuda.runtime.CUDARuntimeError:
-        return False
-
-
-def free_device_memory() -> int:
-    """Bytes the solver can take on the current device: free memory plus CuPy's cached blocks."""
-    free, _ = cupy.cuda.runtime.memGetInfo()
-    return int(free) + int(cupy.get_default_memory_pool().free_bytes())
-
-
-def require_device_memory(nbytes: int, what: str) -> None:
-    """Refuse, before allocating, what does not fit in free device memory (sizes in the message)."""
-    free = free_device_memory()
-    if nbytes > free:
-        device = cupy.cuda.runtime.getDevice()
-        raise MemoryError(
-            f"{what} needs {nbytes / 2**30:.2f} GiB of GPU memory but GPU {device} has "
-            f"{free / 2**30:.2f} GiB free"
         )
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from ...device import require_device_memory
 from ...dgs.primitives import SwitchingPrimitives
 from ...dgs.state import DGSState
 from . import kernels as gk
-from .backend import require_device_memory
 
 #: blocks of the evaluation kernel at most (one entity per block, grid-stride beyond)
 MAX_EVALUATION_BLOCKS = 1 << 16

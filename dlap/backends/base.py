@@ -16,6 +16,7 @@ from ..device import array_module
 from ..hungarian.state import HungarianState
 from ..problem import Problem
 from ..result import row_minima
+from .constants import KEEP_ROW, KEEP_UNCOVERED, SCAN_ROW
 
 #: ε-scaling's ε-phases read a copy of the matrix in the narrower dtype (Backend.narrowed)
 NARROWER = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
@@ -27,10 +28,6 @@ ARR_MIN_PROGRESS = 0.02
 #: zero-slack tolerance factor for float costs in the classical variant: a few ulps of
 #: |c| + |u| + |v|, a bound on the rounding error of c - u - v (no fixed epsilon)
 FLOAT_TOL_SCALE = 8 * np.finfo(np.float64).eps
-#: how the compression (section 3.3) makes a row's zero-slack edges: keep those of the row's
-#: previous edges whose column is uncovered, keep all its previous edges, or scan the row of the
-#: matrix (the kernels' mirror: cpu_kernels.py, cuda/classical.cu)
-KEEP_UNCOVERED, KEEP_ROW, SCAN_ROW = 0, 1, 2
 
 
 def compression_plan(state: HungarianState, theta: float) -> np.ndarray:

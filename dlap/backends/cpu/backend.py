@@ -8,7 +8,8 @@ import numpy as np
 
 from ...hungarian.state import HungarianState
 from ...problem import Problem
-from ..base import FLOAT_TOL_SCALE, SCAN_ROW, Backend, bidding_loop, compression_plan, install_assignment
+from ..base import FLOAT_TOL_SCALE, Backend, bidding_loop, compression_plan, install_assignment
+from ..constants import SCAN_ROW
 from . import hungarian as k
 from . import scaling as ks
 from .numba_setup import read_only

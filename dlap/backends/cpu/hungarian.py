@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..base import KEEP_ROW, SCAN_ROW
+from ..constants import KEEP_ROW, SCAN_ROW
 from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
 
 INF = np.inf

@@ -27,16 +27,16 @@ import numpy as np
 from ...device import require_device_memory
 from ...hungarian.state import HungarianState
 from ...problem import FLOAT_HEADROOM, MSG_INVALID, Problem, scale_exponent, unscaled_duals
+from .. import constants as c
 from ..base import (
     ARR_MAX_ROUNDS,
     ARR_MIN_PROGRESS,
     FLOAT_TOL_SCALE,
-    KEEP_UNCOVERED,
-    SCAN_ROW,
     Backend,
     install_assignment,
     rescan_bound,
 )
+from ..constants import KEEP_UNCOVERED, SCAN_BATCH, SCAN_ROW, SEARCH_WIDE_THREADS, THETA_ROWS
 from . import kernels as gk
 
 #: host-to-device copy: rows per chunk (about this many bytes) and host threads copying at once
@@ -53,8 +53,6 @@ STAGED_EDGES_PER_ROW = 16
 #: its predecessor, the completed flag) and of the greedy start (prices, taken flag), when it fits
 SCALING_SHARED_BYTES_PER_COLUMN = 8 + 8 + 8 + 4 + 4 + 1
 GREEDY_SHARED_BYTES_PER_COLUMN = 8 + 4
-#: row entries a search thread loads at once (scaling.cu's SCAN_BATCH)
-SCAN_BATCH = 10
 #: a search's columns per block of its cluster, at least (the cluster is the largest that keeps it).
 #: Measured on an H200 (workflows/results/scaling-gpu-*-profile.log): at n = 2000 one block scans a
 #: row as fast as a cluster of 4 (2.5 against 2.6 us per row: the cluster barrier costs what the
@@ -62,12 +60,6 @@ SCAN_BATCH = 10
 SCALING_BLOCK_COLUMNS = 1250
 #: blocks per search cluster, forced (None: chosen by SCALING_BLOCK_COLUMNS)
 SCALING_CLUSTER: int | None = None
-#: forest rows a block of the dual update's scan takes (classical.cu's THETA_ROWS): sizes its grid,
-#: which the kernel strides over, so a build with another THETA_ROWS is still exact
-THETA_ROWS = 4
-#: threads of a wide search block (scaling.cu's SEARCH_WIDE_THREADS), whose block agrees on its
-#: nearest column before the cluster does, so it is not bound to 32 warps a cluster
-SEARCH_WIDE_THREADS = 512
 #: a cluster's blocks are wide where a block of the narrow layout (1024 threads a cluster) would
 #: load its slice of a row in more than this many batches
 SCALING_WIDE_BATCHES = 1
@@ -233,8 +225,8 @@ class GPUBackend(Backend):
 
     @staticmethod
     def _allocate_state(cost, tol_scale: float, **extra) -> GPUState:
-        ctl = cupy.zeros(gk.CTL_SIZE, dtype=np.uint64)
-        ctl[gk.CTL_OFFER_LOW] = gk.ORDERED_INF  # tree_offer's running minimum starts (and ends) there
+        ctl = cupy.zeros(c.CTL_SIZE, dtype=np.uint64)
+        ctl[c.CTL_OFFER_LOW] = gk.ORDERED_INF  # tree_offer's running minimum starts (and ends) there
         return GPUState.allocate(
             cost, cupy, np.int32, np.int32, tol_scale, ctl=ctl, barrier=cupy.zeros(2, dtype=np.uint32),
             device_id=cupy.cuda.runtime.getDevice(), **extra,
@@ -416,15 +408,15 @@ class GPUBackend(Backend):
                           cupy.empty(state.n_rows, dtype=np.int32), cupy.zeros(state.n_cols, dtype=np.uint64),
                           cupy.full(state.n_cols, np.iinfo(np.int32).max, dtype=np.int32))
         bid_col, bid_dec, next_rows, col_best, col_winner = state.bids
-        state.ctl[gk.CTL_BID_ROUNDS : gk.CTL_BIDS + 1] = 0
+        state.ctl[c.CTL_BID_ROUNDS : c.CTL_BIDS + 1] = 0
         gk.launch_persistent("bidding", "bidding_rounds", state.cost.dtype, (
             state.cost, np.int32(state.n_cols), state.v, np.float64(eps), state.row_match, state.col_match,
             state.free_rows, next_rows, bid_col, bid_dec, col_best, col_winner, np.int32(tail),
             np.int32(max_rounds), np.int32(stall), np.float64(keep_share), state.ctl, state.barrier,
         ), state.device_id)
         ctl = state.ctl.get()
-        state.n_free = int(ctl[gk.CTL_N_FREE])
-        return state.n_free, int(ctl[gk.CTL_BID_ROUNDS]), int(ctl[gk.CTL_BIDS])
+        state.n_free = int(ctl[c.CTL_N_FREE])
+        return state.n_free, int(ctl[c.CTL_BID_ROUNDS]), int(ctl[c.CTL_BIDS])
 
     def initial_assignment(self, state):
         gk.kernel("reduction", "initial_assignment", state.cost.dtype)(
@@ -438,11 +430,11 @@ class GPUBackend(Backend):
     # ---------------------------------------------------------------- both variants
 
     def optimality_check(self, state):
-        state.ctl[gk.CTL_N_FREE] = 0
+        state.ctl[c.CTL_N_FREE] = 0
         gk.kernel("paths", "optimality_check")(
             (gk.blocks(state.n_rows),), (gk.BLOCK,), (state.row_match, np.int32(state.n_rows), state.free_rows, state.ctl)
         )
-        state.n_free = int(state.ctl[gk.CTL_N_FREE])
+        state.n_free = int(state.ctl[c.CTL_N_FREE])
         return state.n_free
 
     def reverse_pass(self, state):
@@ -452,7 +444,7 @@ class GPUBackend(Backend):
                 state.aug_roots, state.ctl,
             ),
         )
-        state.n_paths = int(state.ctl[gk.CTL_N_PATHS])
+        state.n_paths = int(state.ctl[c.CTL_N_PATHS])
         return state.n_paths
 
     def augment(self, state):
@@ -464,9 +456,9 @@ class GPUBackend(Backend):
     def _read_search(self, state: GPUState) -> np.ndarray:
         """The control block after a search: one device-to-host copy of 128 bytes."""
         ctl = state.ctl.get()
-        state.n_reverse = int(ctl[gk.CTL_N_REV])
-        state.n_forest_rows = int(ctl[gk.CTL_N_Q])
-        state.n_forest_cols = int(ctl[gk.CTL_N_FOREST])
+        state.n_reverse = int(ctl[c.CTL_N_REV])
+        state.n_forest_rows = int(ctl[c.CTL_N_Q])
+        state.n_forest_cols = int(ctl[c.CTL_N_FOREST])
         return ctl
 
     # ---------------------------------------------------------------- classical variant
@@ -500,7 +492,7 @@ class GPUBackend(Backend):
             state.staged = cupy.empty(STAGED_EDGES_PER_ROW * n_rows, dtype=np.int32)
         # the previous CSR, read for the rows `how` does not scan (none in a first compression)
         old = (state.row_ptr, state.col_idx) if state.row_ptr is not None else (counts, state.staged)
-        state.ctl[gk.CTL_STAGED] = 0
+        state.ctl[c.CTL_STAGED] = 0
         args = (
             state.cost, np.int32(n_rows), np.int32(n_cols), state.u, state.v, np.float64(state.tol_scale),
             how, *old, state.col_seen,
@@ -529,8 +521,8 @@ class GPUBackend(Backend):
 
     def classical_theta(self, state):
         n_q = state.n_forest_rows
-        state.ctl[gk.CTL_N_Q] = n_q
-        state.ctl[gk.CTL_THETA] = gk.ORDERED_INF
+        state.ctl[c.CTL_N_Q] = n_q
+        state.ctl[c.CTL_THETA] = gk.ORDERED_INF
         if state.forest_low is None:
             state.forest_low = cupy.empty(state.n_rows)
         blocks = max(-(-n_q // THETA_ROWS), 1)
@@ -538,10 +530,10 @@ class GPUBackend(Backend):
             state.cost, np.int32(state.n_cols), state.rows_q, state.u, state.v, state.col_seen,
             np.float64(state.tol_scale), state.forest_low, state.ctl,
         ))
-        return _unordered(int(state.ctl[gk.CTL_THETA]))
+        return _unordered(int(state.ctl[c.CTL_THETA]))
 
     def classical_shift(self, state, theta):
-        state.ctl[gk.CTL_THETA] = _ordered(theta)
+        state.ctl[c.CTL_THETA] = _ordered(theta)
         gk.kernel("classical", "classical_shift")(
             (gk.blocks(max(state.n_cols, state.n_forest_rows)),), (gk.BLOCK,),
             (state.rows_q, np.int32(state.n_cols), state.col_seen, state.ctl, state.u, state.v),
@@ -557,9 +549,9 @@ class GPUBackend(Backend):
             state.rows_q, state.reverse, state.ctl, state.barrier,
         ), state.device_id)
         ctl = self._read_search(state)
-        if ctl[gk.CTL_STATUS] == 2:
+        if ctl[c.CTL_STATUS] == 2:
             raise RuntimeError("dlap internal error: the GPU tree search stopped making progress")
-        return -1 if ctl[gk.CTL_STATUS] else state.n_reverse
+        return -1 if ctl[c.CTL_STATUS] else state.n_reverse
 
     def tree_scan(self, state, rows, shift, n):
         gk.kernel("tree", "tree_scan", state.cost.dtype)((gk.blocks(state.n_cols),), (gk.BLOCK,), (
@@ -581,8 +573,8 @@ class GPUBackend(Backend):
 
     def load_reverse(self, state, n_reverse):
         state.n_reverse = n_reverse
-        state.ctl[gk.CTL_N_REV] = n_reverse
-        state.ctl[gk.CTL_N_PATHS] = 0
+        state.ctl[c.CTL_N_REV] = n_reverse
+        state.ctl[c.CTL_N_PATHS] = 0
 
     def tree_dual_update(self, state):
         gk.kernel("tree", "tree_dual_update")(
@@ -642,7 +634,7 @@ class GPUBackend(Backend):
         """One launch of scaling_phase: the searches for rows[q] for q_begin <= q < q_end, or for
         the virtual rows q (from n_rows on); False when a row reached no free column."""
         buffers = state.scaling
-        state.ctl[gk.CTL_STATUS] = 0
+        state.ctl[c.CTL_STATUS] = 0
         kernel, cluster, threads, shared = _search_kernel(state.n_cols, state.cost.dtype, state.device_id)
         kernel((cluster,), (threads,), (
             state.cost, np.int32(state.n_rows), np.int32(state.n_cols), state.v, np.float64(eps),
@@ -650,7 +642,7 @@ class GPUBackend(Backend):
             buffers.extra_match, buffers.dist, buffers.col_u, buffers.closed, buffers.scan_pred, buffers.pred,
             buffers.done, buffers.done_dist, np.int32(shared > 0), state.ctl,
         ), shared_mem=shared)
-        return int(state.ctl[gk.CTL_STATUS]) == 0
+        return int(state.ctl[c.CTL_STATUS]) == 0
 
     def assign_free_rows(self, state, eps, reverse, virtual):
         rows = cupy.sort(state.free_rows[: state.n_free])  # the rounds of bids list them unordered
@@ -679,7 +671,7 @@ class GPUBackend(Backend):
 
     def counters(self, state):
         ctl = state.ctl.get()
-        return int(ctl[gk.CTL_DUAL_UPDATES]), int(ctl[gk.CTL_SCANNED])
+        return int(ctl[c.CTL_DUAL_UPDATES]), int(ctl[c.CTL_SCANNED])
 
     def to_host(self, state):
         row_match, u, v = self.to_device(state)

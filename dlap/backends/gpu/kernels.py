@@ -1,7 +1,7 @@
 """The CUDA kernels of the GPU backend: compiled once per process (and cached on disk by CuPy).
 
-Sources live in ``backends/gpu/cuda/``: ``common.cuh`` is prepended to each ``.cu`` file, so the
-kernel cache key covers the helpers too. Templated kernels are instantiated for the four cost
+Sources live in ``backends/gpu/cuda/``: the generated constants (:mod:`dlap.backends.constants`)
+and ``common.cuh`` are prepended to each ``.cu`` file, so the kernel cache key covers them too. Templated kernels are instantiated for the four cost
 dtypes the solvers read (int32, int64, float32, float64: DESIGN.md, "Input dtype kept").
 """
 
@@ -13,11 +13,7 @@ from importlib import resources
 import cupy
 import numpy as np
 
-#: slots of the device control block (mirror of the enum in common.cuh)
-CTL_N_FREE, CTL_N_Q, CTL_N_FOREST, CTL_N_REV, CTL_N_PATHS, CTL_STATUS = range(6)
-CTL_DUAL_UPDATES, CTL_SCANNED, CTL_LEVEL, CTL_THETA, CTL_ROTATE = 6, 7, 8, 9, 10
-CTL_BID_ROUNDS, CTL_BIDS, CTL_STAGED, CTL_OFFER_LOW, CTL_OFFER_COUNT, CTL_OFFER_FREE = 13, 14, 15, 16, 17, 18
-CTL_SIZE = 19
+from ..constants import cuda_preamble
 
 #: ordered() of +inf in common.cuh: the neutral element of the theta atomicMin
 ORDERED_INF = np.uint64(0x7FF0000000000000 | (1 << 63))
@@ -58,9 +54,10 @@ PERSISTENT_BLOCK = 1024
 
 
 def common_source() -> str:
-    """``common.cuh``: the device helpers every kernel source starts with (also the preamble of
-    CuPy elementwise kernels that need them)."""
-    return (resources.files("dlap.backends.gpu") / "cuda" / "common.cuh").read_text()
+    """The shared constants (:func:`dlap.backends.constants.cuda_preamble`) and ``common.cuh``'s
+    device helpers: what every kernel source starts with (also the preamble of CuPy elementwise
+    kernels that need them)."""
+    return cuda_preamble() + (resources.files("dlap.backends.gpu") / "cuda" / "common.cuh").read_text()
 
 
 def _source(name: str) -> str:

@@ -45,11 +45,11 @@ __device__ __forceinline__ void scan_row(const T* row, int n_cols, const double*
     scan_rows<BATCH, 1>(rows, n_cols, v, skip, [&](int, int j, double c, double vj) { visit(j, c, vj); });
 }
 
-// How the compression makes a row's edges (mirror of backends/base.py): scan the row of the
-// matrix, keep the row's previous edges, or keep those of them to uncovered columns. The first
-// compression scans every row; the one after a dual update (4.4) scans only the forest rows that
-// can have gained an edge and takes the others from the previous CSR (base.compression_plan).
-enum { KEEP_UNCOVERED = 0, KEEP_ROW = 1, SCAN_ROW = 2 };
+// How the compression makes a row's edges (KEEP_UNCOVERED, KEEP_ROW, SCAN_ROW: constants.py): scan
+// the row of the matrix, keep the row's previous edges, or keep those of them to uncovered columns.
+// The first compression scans every row; the one after a dual update (4.4) scans only the forest
+// rows that can have gained an edge and takes the others from the previous CSR
+// (base.compression_plan).
 
 // visit(j) for each zero-slack column j of row i, made as `how` says; the block's threads share
 // the work (columns or previous edges).
@@ -139,10 +139,7 @@ __global__ void compress_fill(const T* C, int n_rows, int n_cols, const double* 
 // 0.119/0.147 s, at n = 100000, f = 10 1.15/0.86/0.76/0.95 s (gpu_kernel_ab.py,
 // workflows/results/gpu-20261126-s16-theta-rows-ab.log); the solves against the one-row kernel,
 // interleaved: n = 100000, f = 10 1.48-1.49 -> 1.07-1.09 s, n = 40000, f = 10 0.30-0.37 -> 0.24-0.28 s
-// (ab.py, -theta-rows-ab2.log). gpu.py's THETA_ROWS sizes the grid.
-#ifndef THETA_ROWS
-#define THETA_ROWS 4
-#endif
+// (ab.py, -theta-rows-ab2.log). THETA_ROWS (constants.py) also sizes the grid.
 
 // Dual update, stage 1 (Algorithm 7): theta = min slack over forest rows x uncovered columns.
 // Each block takes THETA_ROWS forest rows at a time; blocks meet in an atomicMin on order-preserving

@@ -1,6 +1,6 @@
 // Device helpers shared by every kernel source of the GPU backend.
 //
-// gpu_kernels.py prepends this file to each .cu source before compiling it with NVRTC (so the
+// kernels.py prepends this file (after the generated constants of dlap/backends/constants.py) to each .cu source before compiling it with NVRTC (so the
 // kernel cache key covers it). Conventions, as in the CPU backend:
 //   * cost matrices are row-major, n_rows <= n_cols, read in their own dtype T (int, long long,
 //     float, double) and widened to double before any arithmetic: integer costs below 2**53 are
@@ -8,33 +8,11 @@
 //   * duals, slacks and levels are double; vertex indices are int (n < 2**31); every offset into
 //     the matrix is 64-bit (n * n passes 2**31 at n = 46341: HyLAC's classical solver is wrong
 //     past that because of 32-bit offsets, ANCHORS.md);
-//   * counters and scalars the host reads live in one control block `ctl` of 64-bit slots.
+//   * counters and scalars the host reads live in one control block `ctl` of 64-bit slots (CTL_*).
 
 typedef unsigned long long u64;
 
 #define DLAP_INF (__longlong_as_double(0x7ff0000000000000LL))
-
-// Slots of the control block (mirrored by gpu_kernels.CTL).
-enum {
-    CTL_N_FREE = 0,      // rows in free_rows after the optimality check
-    CTL_N_Q = 1,         // rows in the forest (rows_q)
-    CTL_N_FOREST = 2,    // tree variant: covered columns (forest_cols)
-    CTL_N_REV = 3,       // columns marked "reverse" (free columns reached)
-    CTL_N_PATHS = 4,     // paths kept by the reverse pass
-    CTL_STATUS = 5,      // 1: no finite edge leaves the forest (infeasible)
-    CTL_DUAL_UPDATES = 6,  // tree and classical: dual updates; ε-scaling: searches committed
-    CTL_SCANNED = 7,     // tree and ε-scaling: rows scanned; classical: BFS levels
-    CTL_LEVEL = 8,       // tree: dual level reached (double bits)
-    CTL_THETA = 9,       // classical dual update: theta (order-preserving bits)
-    CTL_ROTATE = 10,     // three rotating slots: the tree's minimum slack (double bits), the BFS's level sizes
-    CTL_BID_ROUNDS = 13, // rounds of bids (bidding.cu)
-    CTL_BIDS = 14,       // bids made in them
-    CTL_STAGED = 15,     // classical compression: zero-slack edges staged by its first pass
-    CTL_OFFER_LOW = 16,  // the Dask engine's tree wave (tree_offer): smallest slack (order-preserving bits)
-    CTL_OFFER_COUNT = 17,  // and the columns offered; search_offer: its first column at the minimum (n_cols - j)
-    CTL_OFFER_FREE = 18,   // search_offer: its first free column at the minimum (n_cols - j)
-    CTL_SIZE = 19
-};
 
 template <typename T>
 __device__ __forceinline__ double widen(T x) { return static_cast<double>(x); }

@@ -21,7 +21,7 @@ __device__ long long dlap_profile[8];
 #else
 #define PROFILE(slot)
 #endif
-#define SCAN_BATCH 10  // row entries a thread loads at once, before it uses the first
+// SCAN_BATCH (constants.py): row entries a thread loads at once, before it uses the first
 
 // Entries j0, j0 + stride, ... (SCAN_BATCH of them, those below n) of a row, loaded together so
 // their latencies overlap (the row is read-only: through the read-only cache). A null row is a
@@ -292,9 +292,6 @@ struct Slot {
 // batch of operands (a block of 1024 threads has 64 registers a thread; scan_batch needs more).
 // A wide block (WIDE) first agrees within itself and publishes one slot for the cluster, so its
 // size is not bound by the slots: SEARCH_WIDE_THREADS.
-#ifndef SEARCH_WIDE_THREADS
-#define SEARCH_WIDE_THREADS 512
-#endif
 constexpr int search_threads(int cluster, bool wide) {
     return wide ? SEARCH_WIDE_THREADS : cluster == 1 ? 512 : 1024 / cluster;
 }

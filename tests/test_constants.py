@@ -11,7 +11,7 @@ from dlap.backends import constants
 
 
 def _sources() -> dict[str, str]:
-    folder = resources.files("dlap.backends.gpu") / "cuda"
+    folder = resources.files("dlap.backends") / "gpu" / "cuda"
     return {p.name: p.read_text() for p in folder.iterdir() if p.name.endswith((".cu", ".cuh"))}
 
 

@@ -11,3 +11,15 @@ def backend(device: str):
     from .cpu import CPUBackend
 
     return CPUBackend()
+
+
+def switching(device: str):
+    """The Deep Greedy Switching primitives of ``device`` (:mod:`dlap.dgs`), reading the matrix
+    where that device's :func:`backend` placed it."""
+    if device == "gpu":
+        from .gpu.dgs import GPUSwitching
+
+        return GPUSwitching()
+    from .cpu.dgs import CPUSwitching
+
+    return CPUSwitching()

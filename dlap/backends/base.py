@@ -88,7 +88,10 @@ def bidding_loop(state: HungarianState, one_round, tail: int, max_rounds: int, s
 
 
 class Backend(ABC):
-    """Phase primitives of both Hungarian variants on one device."""
+    """The phase primitives the drivers of :mod:`dlap.hungarian` call (both variants, the hybrid,
+    the ε-scaling engine), on one device or, for the Dask engine, over the ranks' slabs
+    (:class:`dlap.distributed.backend.DistributedBackend`). docs/design.md maps each phase to its
+    driver, its CPU kernel, its CUDA kernel and its distributed step."""
 
     #: device name reported in ``Assignment.stats.device``
     device: str = ""
@@ -97,53 +100,12 @@ class Backend(ABC):
     parallel_bidding: bool = False
 
     @abstractmethod
-    def allocate(self, problem: Problem) -> HungarianState:
-        """Place the cost matrix on the device and allocate the state arrays."""
-
-    @abstractmethod
-    def allocate_graph(self, shape: tuple[int, int], dtype, tol_scale: float) -> HungarianState:
-        """The state arrays for a matrix of ``shape`` held elsewhere: the Dask engine's replicated
-        search state, whose matrix is split across the ranks (``state.cost`` has the shape and
-        dtype but no memory; only the graph phases may run on it)."""
-
-    @abstractmethod
     def initial_reduction(self, state: HungarianState, columns: bool) -> bool:
         """Section 4.1: row reduction, then column reduction if ``columns``; False if infeasible."""
 
     @abstractmethod
     def jv_initialisation(self, state: HungarianState) -> bool:
         """Jonker-Volgenant column reduction, reduction transfer and augmenting row reduction."""
-
-    @abstractmethod
-    def column_reduction(self, state: HungarianState) -> None:
-        """Algorithm 1, column reduction with the state's row duals: ``v[j] = min_i (C - u)``."""
-
-    @abstractmethod
-    def column_minima(self, state: HungarianState):
-        """JV's column reduction: ``v[j] = min_i C[i, j]``; returns the first row at each minimum."""
-
-    @abstractmethod
-    def row_duals(self, state: HungarianState) -> None:
-        """``u[i] = min_j (C[i, j] - v[j])``: the largest row duals that keep ``v`` feasible."""
-
-    @abstractmethod
-    def search_offer(self, state: HungarianState, match, row: int, shift: float):
-        """One step of an ε-scaling search over this state's columns, for the Dask engine
-        (:mod:`dlap.distributed.scaling`): row ``row`` (unless -1) lowers ``slack`` (the
-        distances) to ``(C[row] - v_open) + shift`` where that is lower, recording it in
-        ``col_pred``; returns the nearest column not completed (the first free one at that
-        distance, else the first) as a float64 array (distance, column, 1.0 if free under
-        ``match``, the reduced cost ``C[match[j], j] - v[j]`` of its row there, its
-        predecessor); distance inf where every column is completed."""
-
-    @abstractmethod
-    def row_minima_terms(self, state: HungarianState, rows):
-        """For each row of ``rows``, over the state's columns with prices ``v``: the smallest
-        reduced cost ``C[i, j] - v[j]`` and its first column, the second smallest (a tie with the
-        smallest counts), and the smallest over the free columns (``col_match < 0``) with its
-        first column, as a float64 array of shape (len(rows), 5); column -1 where there is none.
-        What a row's bid (:meth:`bidding_rounds`) and its reduction transfer are made of: the
-        Dask engine computes them on each slab and combines them over the ranks."""
 
     @abstractmethod
     def initial_assignment(self, state: HungarianState) -> int:
@@ -187,36 +149,6 @@ class Backend(ABC):
     @abstractmethod
     def tree_forward_pass(self, state: HungarianState, n_roots: int, collect_ties: bool) -> int:
         """Section 4.3.1, tree: grow trees from the first ``n_roots`` free rows; -1: infeasible."""
-
-    @abstractmethod
-    def tree_scan(self, state: HungarianState, rows, shift, n: int) -> None:
-        """Algorithm 4's expansion for an explicit frontier: every row ``rows[q]`` (q < n) lowers
-        ``slack[j]`` to ``shift[q] + C[rows[q], j] - v_open[j]`` where that is lower, recording
-        the row in ``col_pred``. The Dask engine's tree search runs it on a column slab."""
-
-    @abstractmethod
-    def tree_offer(self, state: HungarianState, level: float, lo: int, out) -> None:
-        """A tree wave's offer from a column slab (the Dask engine's tree search; the slab's
-        columns are global columns ``lo + j``): ``out[0] = (smallest slack, count, 0)``, then
-        ``count`` rows (global column, ``col_pred``, slack) of the columns with a finite slack at
-        or below ``max(level, smallest slack)``, in any order. ``out`` (float64, 3 wide) has a
-        row per column of the slab and one more."""
-
-    @abstractmethod
-    def tree_join(self, state: HungarianState, slab: HungarianState, offered, level: float, lo: int, shift,
-                  wave, first: bool) -> None:
-        """A tree wave's join on the replica ``state``: of the rows (column, predecessor, slack)
-        of ``offered``, in order, those tight at ``level`` join the forest: the column's
-        ``col_pred``/``col_level``, ``forest_cols``; a free one ``reverse``; the row matched to
-        another joins ``rows_q`` with its ``row_level``/``row_pred``, and is the next frontier with
-        ``shift = slack - u``. The columns of ``slab`` (global ``lo + j``) among them leave its scan
-        (``slack`` +inf, ``v_open`` -inf). ``wave`` (int64: forest columns, reverse columns,
-        forest rows, frontier rows of this wave) is advanced; ``first`` starts the frontier."""
-
-    @abstractmethod
-    def load_reverse(self, state: HungarianState, n_reverse: int) -> None:
-        """Declare ``reverse[:n_reverse]`` as the free columns a search reached, for a search run
-        outside the backend (the Dask engine's), before :meth:`reverse_pass`."""
 
     @abstractmethod
     def tree_dual_update(self, state: HungarianState) -> None:
@@ -300,11 +232,6 @@ class Backend(ABC):
         """ε-scaling, end of the exact phase: the row duals ``u`` of the tight assignment
         (``C[i, row_match[i]] - v[row_match[i]]``)."""
 
-    @abstractmethod
-    def switching(self):
-        """The Deep Greedy Switching primitives of this device (:mod:`dlap.dgs`), reading the
-        matrix where :meth:`allocate` placed it."""
-
     def synchronize(self, state: HungarianState) -> None:
         """Wait for the device's queued work (so a phase's time is its own; no-op on the CPU)."""
 
@@ -313,6 +240,92 @@ class Backend(ABC):
         """(dual updates, rows scanned or BFS levels) accumulated by the searches; for the
         ε-scaling engine (searches, rows scanned)."""
 
+
+class SlabPrimitives(ABC):
+    """What a Dask rank's :class:`~dlap.distributed.backend.DistributedBackend` asks of the local
+    device's backend about its slab of the matrix, beyond :class:`Backend`: the parts of a phase
+    that one rank computes before the ranks combine them with a collective."""
+
+    @abstractmethod
+    def allocate_graph(self, shape: tuple[int, int], dtype, tol_scale: float) -> HungarianState:
+        """The state arrays for a matrix of ``shape`` held elsewhere: the Dask engine's replicated
+        search state, whose matrix is split across the ranks (``state.cost`` has the shape and
+        dtype but no memory; only the graph phases may run on it)."""
+
+    @abstractmethod
+    def column_reduction(self, state: HungarianState) -> None:
+        """Algorithm 1, column reduction with the state's row duals: ``v[j] = min_i (C - u)``."""
+
+    @abstractmethod
+    def column_minima(self, state: HungarianState):
+        """JV's column reduction: ``v[j] = min_i C[i, j]``; returns the first row at each minimum."""
+
+    @abstractmethod
+    def row_duals(self, state: HungarianState) -> None:
+        """``u[i] = min_j (C[i, j] - v[j])``: the largest row duals that keep ``v`` feasible."""
+
+    @abstractmethod
+    def search_offer(self, state: HungarianState, match, row: int, shift: float):
+        """One step of an ε-scaling search over this state's columns, for the Dask engine
+        (:mod:`dlap.distributed.scaling`): row ``row`` (unless -1) lowers ``slack`` (the
+        distances) to ``(C[row] - v_open) + shift`` where that is lower, recording it in
+        ``col_pred``; returns the nearest column not completed (the first free one at that
+        distance, else the first) as a float64 array (distance, column, 1.0 if free under
+        ``match``, the reduced cost ``C[match[j], j] - v[j]`` of its row there, its
+        predecessor); distance inf where every column is completed."""
+
+    @abstractmethod
+    def row_minima_terms(self, state: HungarianState, rows):
+        """For each row of ``rows``, over the state's columns with prices ``v``: the smallest
+        reduced cost ``C[i, j] - v[j]`` and its first column, the second smallest (a tie with the
+        smallest counts), and the smallest over the free columns (``col_match < 0``) with its
+        first column, as a float64 array of shape (len(rows), 5); column -1 where there is none.
+        What a row's bid (:meth:`bidding_rounds`) and its reduction transfer are made of: the
+        Dask engine computes them on each slab and combines them over the ranks."""
+
+    @abstractmethod
+    def tree_scan(self, state: HungarianState, rows, shift, n: int) -> None:
+        """Algorithm 4's expansion for an explicit frontier: every row ``rows[q]`` (q < n) lowers
+        ``slack[j]`` to ``shift[q] + C[rows[q], j] - v_open[j]`` where that is lower, recording
+        the row in ``col_pred``. The Dask engine's tree search runs it on a column slab."""
+
+    @abstractmethod
+    def tree_offer(self, state: HungarianState, level: float, lo: int, out) -> None:
+        """A tree wave's offer from a column slab (the Dask engine's tree search; the slab's
+        columns are global columns ``lo + j``): ``out[0] = (smallest slack, count, 0)``, then
+        ``count`` rows (global column, ``col_pred``, slack) of the columns with a finite slack at
+        or below ``max(level, smallest slack)``, in any order. ``out`` (float64, 3 wide) has a
+        row per column of the slab and one more."""
+
+    @abstractmethod
+    def tree_join(self, state: HungarianState, slab: HungarianState, offered, level: float, lo: int, shift,
+                  wave, first: bool) -> None:
+        """A tree wave's join on the replica ``state``: of the rows (column, predecessor, slack)
+        of ``offered``, in order, those tight at ``level`` join the forest: the column's
+        ``col_pred``/``col_level``, ``forest_cols``; a free one ``reverse``; the row matched to
+        another joins ``rows_q`` with its ``row_level``/``row_pred``, and is the next frontier with
+        ``shift = slack - u``. The columns of ``slab`` (global ``lo + j``) among them leave its scan
+        (``slack`` +inf, ``v_open`` -inf). ``wave`` (int64: forest columns, reverse columns,
+        forest rows, frontier rows of this wave) is advanced; ``first`` starts the frontier."""
+
+    @abstractmethod
+    def load_reverse(self, state: HungarianState, n_reverse: int) -> None:
+        """Declare ``reverse[:n_reverse]`` as the free columns a search reached, for a search run
+        outside the backend (the Dask engine's), before :meth:`reverse_pass`."""
+
+
+class DeviceBackend(Backend, SlabPrimitives):
+    """A device's backend (:func:`dlap.backends.backend`): the drivers' primitives and a Dask
+    rank's slab primitives, and what ``dlap.solve`` asks of it around a solve."""
+
+    @abstractmethod
+    def allocate(self, problem: Problem) -> HungarianState:
+        """Place the cost matrix on the device and allocate the state arrays."""
+
     @abstractmethod
     def to_host(self, state: HungarianState):
         """``(row_match, u, v)`` as NumPy arrays."""
+
+    @abstractmethod
+    def to_device(self, state: HungarianState):
+        """``(row_match, u, v)`` on the device that solved them (CuPy arrays on a GPU)."""

@@ -13,6 +13,7 @@ def run_dgs(backend, problem: Problem, stats: Stats, deadline: float, **options)
     """Deep Greedy Switching on the backend's device: ``(row_match, u, v)``, the duals the row and
     column reductions (section 4.1 of Date & Nagi), whose sum bounds the optimum from below;
     CuPy arrays where the problem's matrix is on a GPU."""
+    from ..backends import switching as switching_for
     from ..hungarian.phases import PhaseTimer
 
     stats.method = "dgs"
@@ -24,7 +25,7 @@ def run_dgs(backend, problem: Problem, stats: Stats, deadline: float, **options)
     if not feasible:
         raise InfeasibleError()
     state.row_match[:] = deep_greedy_switching(
-        backend.switching(), state.cost, state.tol_scale, stats, phase, deadline=deadline, **options
+        switching_for(backend.device), state.cost, state.tol_scale, stats, phase, deadline=deadline, **options
     )
     if problem.on_device:
         return backend.to_device(state)

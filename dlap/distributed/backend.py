@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.base import ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, bidding_loop, install_assignment
+from ..backends.base import ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, Backend, bidding_loop, install_assignment
 from .comm import to_host
 from .scaling import DistributedScaling
 
@@ -45,7 +45,7 @@ SPLIT_AXIS = {"auto": 1, "classical": 0, "hybrid": 1, "scaling": 1, "tree": 1}
 WAVE_CAPACITY = 256
 
 
-class DistributedBackend(DistributedScaling):
+class DistributedBackend(DistributedScaling, Backend):
     """The primitives the drivers of :mod:`dlap.hungarian` call, for one rank (the ε-scaling
     engine's are in :mod:`.scaling`).
 

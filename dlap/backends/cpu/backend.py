@@ -8,7 +8,7 @@ import numpy as np
 
 from ...hungarian.state import HungarianState
 from ...problem import Problem
-from ..base import FLOAT_TOL_SCALE, Backend, bidding_loop, compression_plan, install_assignment
+from ..base import FLOAT_TOL_SCALE, DeviceBackend, bidding_loop, compression_plan, install_assignment
 from ..constants import SCAN_ROW
 from . import hungarian as k
 from . import scaling as ks
@@ -34,7 +34,7 @@ ARR_PASSES = 2
 ARR_BUDGET_PER_ROW = 4
 
 
-class CPUBackend(Backend):
+class CPUBackend(DeviceBackend):
     """Date & Nagi's primitives on the host, in the paper's OpenMP style (Numba ``prange``)."""
 
     device = "cpu"
@@ -228,13 +228,10 @@ class CPUBackend(Backend):
     def exact_duals(self, state):
         ks.tight_duals(state.cost, state.v, state.row_match, state.u)
 
-    def switching(self):
-        from .dgs import CPUSwitching
-
-        return CPUSwitching()
-
     def counters(self, state):
         return int(state.counters[0]), int(state.counters[1])
 
     def to_host(self, state):
         return state.row_match, state.u, state.v
+
+    to_device = to_host  # (the CPU's device is the host)

@@ -32,7 +32,7 @@ from ..base import (
     ARR_MAX_ROUNDS,
     ARR_MIN_PROGRESS,
     FLOAT_TOL_SCALE,
-    Backend,
+    DeviceBackend,
     install_assignment,
     rescan_bound,
 )
@@ -175,7 +175,7 @@ def _search_kernel(n_cols: int, dtype, device_id: int):
     return kernel, cluster, _search_threads(chunk, SEARCH_WIDE_THREADS if wide else narrow), shared
 
 
-class GPUBackend(Backend):
+class GPUBackend(DeviceBackend):
     """Date & Nagi's primitives on one CUDA device."""
 
     device = "gpu"
@@ -660,11 +660,6 @@ class GPUBackend(Backend):
         state.u[:] = state.cost[cupy.arange(state.n_rows), cols].astype(np.float64) - state.v[cols]
 
     # ---------------------------------------------------------------- results
-
-    def switching(self):
-        from .dgs import GPUSwitching
-
-        return GPUSwitching()
 
     def synchronize(self, state) -> None:
         cupy.cuda.get_current_stream().synchronize()

@@ -715,7 +715,7 @@ def _socket_ranks(solve_id: str, rank: int, addresses: list, size: int, absent: 
     from distributed import get_worker
     from distributed.comm import get_address_host
 
-    from dlap.distributed.comm import CommAborted, RPCComm, SocketComm
+    from dlap.distributed.rank.comm import CommAborted, RPCComm, SocketComm
 
     worker = get_worker()
     comm = SocketComm(RPCComm(solve_id, rank, addresses), get_address_host(worker.address), b"solve-token")
@@ -749,7 +749,7 @@ def _socket_ranks(solve_id: str, rank: int, addresses: list, size: int, absent: 
 
 def _run_socket_ranks(client, size, absent=None):
     from dlap.distributed.cluster import worker_addresses
-    from dlap.distributed.comm import register_rpc_handler
+    from dlap.distributed.rank.comm import register_rpc_handler
 
     workers = worker_addresses(client)
     client.run(register_rpc_handler, workers=workers)
@@ -862,7 +862,7 @@ def _rank_beside_a_stranger(solve_id: str, rank: int, addresses: list, how: str)
     from distributed import get_worker
     from distributed.comm import get_address_host
 
-    from dlap.distributed import comm as module
+    from dlap.distributed.rank import comm as module
 
     module.HANDSHAKE_SECONDS = 0.5
     bootstrap = module.RPCComm(solve_id, rank, addresses)
@@ -884,7 +884,7 @@ def test_a_stranger_at_a_ranks_listener_is_dropped(client, how):
     read it with no time limit (a silent connection hung the rank). Every connection now proves
     it knows the solve's token (an HMAC of the listener's nonce) within HANDSHAKE_SECONDS."""
     from dlap.distributed.cluster import worker_addresses
-    from dlap.distributed.comm import register_rpc_handler
+    from dlap.distributed.rank.comm import register_rpc_handler
 
     workers = worker_addresses(client)[:2]
     client.run(register_rpc_handler, workers=workers)
@@ -902,7 +902,7 @@ def test_a_wrong_token_is_refused_both_ways():
     import socket
     import threading
 
-    from dlap.distributed.comm import HandshakeRefused, _answer, _greet
+    from dlap.distributed.rank.comm import HandshakeRefused, _answer, _greet
 
     def handshake(greeter_token, answer_token, rank=0, expected=(0,)):
         a, b = socket.socketpair()

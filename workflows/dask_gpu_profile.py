@@ -24,11 +24,11 @@ TIMED = (
         "compress", "recompress", "classical_forward_pass", "classical_theta", "classical_shift", "reverse_pass",
         "augment", "optimality_check", "row_minima_terms", "row_duals", "column_minima", "jv_initialisation",
         "bidding_rounds")),
-    ("dlap.distributed.backend", "DistributedBackend", (
+    ("dlap.distributed.rank.backend", "DistributedBackend", (
         "compress", "recompress", "_gather_edges", "classical_theta", "augment", "jv_initialisation",
         "_bidding_round", "_row_minima_terms", "_row_minima")),
-    ("dlap.distributed.comm", "NCCLComm", ("allgather", "allreduce", "bcast")),
-    ("dlap.distributed.engine", "DistributedSolver", ("solve", "certificate_terms")),
+    ("dlap.distributed.rank.comm", "NCCLComm", ("allgather", "allreduce", "bcast")),
+    ("dlap.distributed.rank.engine", "DistributedSolver", ("solve", "certificate_terms")),
 )
 TIMES: dict[str, list] = defaultdict(lambda: [0.0, 0])  # this process's
 

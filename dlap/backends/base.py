@@ -90,7 +90,7 @@ def bidding_loop(state: HungarianState, one_round, tail: int, max_rounds: int, s
 class Backend(ABC):
     """The phase primitives the drivers of :mod:`dlap.hungarian` call (both variants, the hybrid,
     the ε-scaling engine), on one device or, for the Dask engine, over the ranks' slabs
-    (:class:`dlap.distributed.backend.DistributedBackend`). docs/design.md maps each phase to its
+    (:class:`dlap.distributed.rank.backend.DistributedBackend`). docs/design.md maps each phase to its
     driver, its CPU kernel, its CUDA kernel and its distributed step."""
 
     #: device name reported in ``Assignment.stats.device``
@@ -242,7 +242,7 @@ class Backend(ABC):
 
 
 class SlabPrimitives(ABC):
-    """What a Dask rank's :class:`~dlap.distributed.backend.DistributedBackend` asks of the local
+    """What a Dask rank's :class:`~dlap.distributed.rank.backend.DistributedBackend` asks of the local
     device's backend about its slab of the matrix, beyond :class:`Backend`: the parts of a phase
     that one rank computes before the ranks combine them with a collective."""
 
@@ -267,7 +267,7 @@ class SlabPrimitives(ABC):
     @abstractmethod
     def search_offer(self, state: HungarianState, match, row: int, shift: float):
         """One step of an ε-scaling search over this state's columns, for the Dask engine
-        (:mod:`dlap.distributed.scaling`): row ``row`` (unless -1) lowers ``slack`` (the
+        (:mod:`dlap.distributed.rank.scaling`): row ``row`` (unless -1) lowers ``slack`` (the
         distances) to ``(C[row] - v_open) + shift`` where that is lower, recording it in
         ``col_pred``; returns the nearest column not completed (the first free one at that
         distance, else the first) as a float64 array (distance, column, 1.0 if free under

@@ -2,7 +2,7 @@
 
 ``solve(cost, client=None, method="auto"|"classical"|"tree")`` takes a dask array, a Zarr array or a
 Zarr path; see :mod:`dlap.distributed.solve` (API), :mod:`~dlap.distributed.data` (placement),
-:mod:`~dlap.distributed.engine` (the SPMD solve on each rank), :mod:`~dlap.distributed.comm`
+:mod:`~dlap.distributed.rank.engine` (the SPMD solve on each rank), :mod:`~dlap.distributed.rank.comm`
 (NCCL and Dask-RPC collectives), :mod:`~dlap.distributed.cluster` and
 :mod:`~dlap.distributed.progress`. Needs the ``distributed`` extra (``dask-cuda`` for GPUs).
 """

@@ -2,7 +2,7 @@
 
 Rank r's slab is the region ``bounds[r]:bounds[r+1]`` of the caller's matrix along the split axis
 (rows for the classical variant, columns for the others: section 5 of Date & Nagi), in the
-solved form (:func:`dlap.distributed.engine.prepare_slab`). Its pieces come from where the
+solved form (:func:`dlap.distributed.rank.engine.prepare_slab`). Its pieces come from where the
 matrix is:
 
 - a Zarr array: bands of whole Zarr chunk rows, each read by a task on rank r's worker (into GPU
@@ -44,7 +44,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..problem import working_dtype
 from .data import RankPlan, Source, chunk_edges
-from .engine import prepare_slab
+from .rank.engine import prepare_slab
 
 #: bytes of a band read from Zarr or cut from a held chunk (a generated chunk is one piece,
 #: whatever its size: it is made whole)
@@ -55,7 +55,7 @@ BUFFER_BYTES = 2**30
 
 @dataclass(frozen=True)
 class SlabForm:
-    """The solved form of a rank's slab (:func:`~dlap.distributed.engine.prepare_slab`), and
+    """The solved form of a rank's slab (:func:`~dlap.distributed.rank.engine.prepare_slab`), and
     where it lives."""
 
     gpu: bool

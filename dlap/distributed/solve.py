@@ -18,10 +18,7 @@ from ..device import gpus_visible
 from ..options import DEVICES, INITS, check_choice
 from ..problem import unscaled_duals, working_dtype
 from ..result import Assignment, Certificate, Stats, caller_duals
-from . import registry
-from .backend import SPLIT_AXIS
 from .cluster import UCX_ENVIRONMENT, connected, ucx_waits_spin, worker_addresses
-from .comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
 from .data import (
     as_source,
     assign_ranks,
@@ -32,9 +29,12 @@ from .data import (
     source_offset,
     source_range,
 )
-from .engine import RankAborted, RankSpec, run_rank
 from .placement import BUFFER_BYTES, place_slabs
 from .progress import watch
+from .rank.backend import SPLIT_AXIS
+from .rank.comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
+from .rank.engine import RankAborted, RankSpec, run_rank
+from .scheduler import registry
 
 METHODS = tuple(SPLIT_AXIS)
 #: seconds the client waits for the other ranks to stop once a solve has failed
@@ -114,7 +114,7 @@ def solve(
         ``n_workers`` processes where no GPU is visible) and closed after it.
     method : {"auto", "classical", "hybrid", "scaling", "tree"}
         Date & Nagi's classical variant with rows split over the ranks, or the alternating tree
-        variant with columns split (section 5; see :mod:`dlap.distributed.engine`), or the
+        variant with columns split (section 5; see :mod:`dlap.distributed.rank.engine`), or the
         hybrid (:mod:`dlap.hungarian.hybrid`: classical, then tree) or the ε-scaling engine
         (:mod:`dlap.hungarian.scaling`, square matrices only) on column slabs. ``"auto"``:
         where the matrix fits one worker (``ONE_RANK_MEMORY_SHARE`` of its GPU's free memory,

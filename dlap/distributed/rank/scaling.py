@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from ..backends.base import install_assignment
+from ...backends.base import install_assignment
 from .comm import to_host
 
 #: the competition prices' columns are reduced in bands of about this many entries
@@ -40,7 +40,7 @@ PRICE_BAND_ENTRIES = 1 << 24
 
 
 class DistributedScaling:
-    """The ε-scaling primitives of :class:`~dlap.distributed.backend.DistributedBackend`."""
+    """The ε-scaling primitives of :class:`~dlap.distributed.rank.backend.DistributedBackend`."""
 
     @property
     def parallel_bidding(self) -> bool:

@@ -20,7 +20,7 @@ ties each solve to its client and its workers:
   resumes, gets an error that says so.
 
 It also keeps rank 0's progress events (``log_event``), which the ``dlap`` page of the scheduler's
-dashboard shows (:mod:`dlap.distributed.dashboard`).
+dashboard shows (:mod:`dlap.distributed.scheduler.dashboard`).
 
 The scheduler must be able to import dlap (it unpickles the plugin), as it must anyway: it
 deserialises the solve's task graph, whose functions are dlap's (checked: a scheduler without

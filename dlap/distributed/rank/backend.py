@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.base import ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, Backend, bidding_loop, install_assignment
+from ...backends.base import ARR_MAX_ROUNDS, ARR_MIN_PROGRESS, Backend, bidding_loop, install_assignment
 from .comm import to_host
 from .scaling import DistributedScaling
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends.base import FLOAT_TOL_SCALE
-from ..certificate import (
+from ...backends.base import FLOAT_TOL_SCALE
+from ...certificate import (
     Certificate,
     bound_duals,
     column_reductions,
@@ -38,10 +38,10 @@ from ..certificate import (
     float_verdict,
     widened,
 )
-from ..device import is_device_array
-from ..hungarian import device_variant, run_method
-from ..problem import Problem, check_entries, scale_exponent, shifted, unscaled
-from ..result import Stats
+from ...device import is_device_array
+from ...hungarian import device_variant, run_method
+from ...problem import Problem, check_entries, scale_exponent, shifted, unscaled
+from ...result import Stats
 from .backend import DistributedBackend
 from .comm import CommAborted, NCCLComm, RPCComm, SocketComm, to_host
 
@@ -346,10 +346,10 @@ class Watchdog:
 
 def _local_backend(slab):
     if is_device_array(slab):
-        from ..backends.gpu import GPUBackend
+        from ...backends.gpu import GPUBackend
 
         return GPUBackend()
-    from ..backends.cpu import CPUBackend
+    from ...backends.cpu import CPUBackend
 
     return CPUBackend()
 
@@ -361,7 +361,7 @@ def _host_threads(slab, limit: int):
     must not start a thread team per rank. Small slabs run on one thread."""
     if is_device_array(slab):
         return contextlib.nullcontext()
-    from ..threads import solve_threads
+    from ...threads import solve_threads
 
     return solve_threads(slab.size, limit=limit)
 

@@ -2,7 +2,7 @@
 
 Served by the scheduler's own dashboard at ``/dlap`` (``http://scheduler:8787/dlap``), built as
 distributed builds its pages (a Bokeh document in the dashboard's page template, refreshed by a
-periodic callback) and added by the solve registry (:mod:`dlap.distributed.registry`) when the
+periodic callback) and added by the solve registry (:mod:`dlap.distributed.scheduler.registry`) when the
 first solve installs it. One row per solve, running ones first, then the last ended ones: its
 method and shape, its ranks and their workers, its state, the phase rank 0 timed last, matched
 rows against n, iterations, dual updates, seconds, the collectives rank 0 made and the bytes it

@@ -108,7 +108,7 @@ def solve(
         reductions that give ``lower_bound``, and the completion of the greedy start); where it
         does not, right after those (``stats.phase_seconds`` times them). How far past their
         deadlines solves end, idle and with every core busy, is measured by
-        ``benchmarks/deadlines.py``.
+        ``dlap bench --suite deadlines``.
     start : {"greedy", "random"}
         ``method="dgs"``: the start assignment (``"random"``: a permutation drawn from ``seed``).
     seed : int or numpy.random.SeedSequence

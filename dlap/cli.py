@@ -227,13 +227,14 @@ def _write_text(path: str, text: str) -> None:
 
 def cmd_bench(args) -> int:
     _check_bench_outputs(args)
-    if args.method == "dgs":
-        return _bench_dgs(args)
-    from . import bench
+    suite = {"batch": _bench_batch, "dgs": _bench_dgs, "deadlines": _bench_deadlines}.get(args.suite, _bench_grid)
+    return suite(args)
+
+
+def _bench_grid(args) -> int:
+    from .bench import grid as bench
 
     gpu = args.device == "gpu"
-    if args.suite == "batch":
-        return _bench_batch(args)
     if args.suite == "hard":
         cases = bench.grid(args.n or bench.HARD_SIZES[args.device], args.families or bench.HARD_FAMILIES)
         solvers = args.solvers or bench.HARD_SOLVERS[args.device]
@@ -246,40 +247,42 @@ def cmd_bench(args) -> int:
         cases, solvers, repeat=args.repeat, seed=args.seed, out=args.json,
         timings=("host", "device") if gpu else ("host",), peer_budget=args.peer_budget,
     )
-    print()
-    text = bench.table(records)
-    print(text)
-    if args.markdown:
-        _write_text(args.markdown, text)
+    _print_table(args, bench.table(records))
     if args.plot:
         write_file(args.plot, lambda f: bench.plot(records, f))
-    if args.json:
-        print(f"\nJSON records appended to {args.json}")
     return 0 if all(r["agrees"] for r in records) else 1
 
 
-def _bench_batch(args) -> int:
-    from . import bench_batch
-
-    records = bench_batch.run(args.solvers or bench_batch.SOLVERS[args.device], repeat=args.repeat,
-                              seed=args.seed, out=args.json)
-    text = bench_batch.table(records)
+def _print_table(args, text: str) -> None:
     print()
     print(text)
     if args.markdown:
         _write_text(args.markdown, text)
+    if args.json:
+        print(f"\nJSON records appended to {args.json}")
+
+
+def _bench_batch(args) -> int:
+    from .bench import batch
+
+    records = batch.run(args.solvers or batch.SOLVERS[args.device], repeat=args.repeat, seed=args.seed, out=args.json)
+    _print_table(args, batch.table(records))
     return 0 if all(r["agrees"] for r in records) else 1
 
 
 def _bench_dgs(args) -> int:
-    from . import bench_dgs
+    from .bench import dgs
 
-    records = bench_dgs.run(sizes=args.n, families=args.families, device=args.device, seed=args.seed, out=args.json)
-    text = bench_dgs.table(records)
-    print()
-    print(text)
-    if args.markdown:
-        _write_text(args.markdown, text)
+    records = dgs.run(sizes=args.n, families=args.families, device=args.device, seed=args.seed, out=args.json)
+    _print_table(args, dgs.table(records))
+    return 0
+
+
+def _bench_deadlines(args) -> int:
+    from .bench import deadlines
+
+    records = deadlines.run(repeat=args.repeat, out=args.json)
+    _print_table(args, deadlines.table(records))
     return 0
 
 
@@ -334,15 +337,15 @@ def parser() -> argparse.ArgumentParser:
 
     p = command("bench", "dlap and its peers side by side on the same instances")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
-                   help="gpu: the ANCHORS.md grid plus geometric and float instances, GPU solvers "
+                   help="gpu: the the anchors grid plus geometric and float instances, GPU solvers "
                         "timed from the host and from the GPU, against lap and scipy")
-    p.add_argument("--method", choices=("exact", "dgs"), default="exact",
-                   help="dgs: Deep Greedy Switching against dlap's exact solver (gaps, deadlines)")
-    p.add_argument("--suite", choices=("grid", "hard", "batch"), default="grid",
-                   help="hard: structured costs (geometric, geometric-int, -3d, -disjoint, -benefit, "
-                        "machol-wien, ties:4) at n = 500 to 4000 on the CPU, 1000 to 20000 on the GPU, "
-                        "against scipy, lap and lapx; batch: dlap.solve_batch against scipy (loop and "
-                        "thread pool), lapx and fastlap on five batches (256 x 512 x 512 ... 10000 x 32 x 32)")
+    p.add_argument("--suite", choices=("grid", "hard", "batch", "dgs", "deadlines"), default="grid",
+                   help="grid: families x sizes against lap and scipy; hard: structured costs (geometric, "
+                        "geometric-int, -3d, -disjoint, -benefit, machol-wien, ties:4) at n = 500 to 4000 on the "
+                        "CPU, 1000 to 20000 on the GPU, against scipy, lap and lapx; batch: dlap.solve_batch "
+                        "against scipy (loop and thread pool), lapx and fastlap on five batches; dgs: Deep Greedy "
+                        "Switching against dlap's exact solver (gaps, deadlines); deadlines: how far past their "
+                        "deadlines DGS solves end, and the thread team, idle and on busy cores")
     p.add_argument("--n", type=int, nargs="+", help="sizes (default 1000 2000 4000; dgs: 1000 to 20000)")
     p.add_argument("--families", nargs="+",
                    help="family[:f], e.g. uniform:0.1 geometric machol-wien ties (default uniform:1 uniform:10 float); "

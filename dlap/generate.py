@@ -1,7 +1,7 @@
 """Instance families, seeded and reproducible (``numpy.random.default_rng(seed)``).
 
 - :func:`uniform`: i.i.d. integers in ``[0, f*n)``, the cost ranges of Date & Nagi (2016), Table 3
-  (f = 0.1, 1, 10), generated exactly as ``../shared/ANCHORS.md`` does.
+  (f = 0.1, 1, 10), the draws of the peers' published anchors (docs/benchmarks.md).
 - :func:`uniform_counter`: the same costs from a counter-based hash, the values
   :func:`uniform_dask` generates on the workers of a Dask cluster (family ``uniform-counter``).
 - :func:`uniform_float`: i.i.d. floats in ``[0, 1)``.

@@ -6,7 +6,7 @@ directly. It raises exactly what ``scipy.optimize.linear_sum_assignment`` raises
 messages, and never writes to the caller's array (a copy is made whenever the matrix must be
 negated, transposed or converted).
 
-Dtype policy (DESIGN.md, "Input dtype kept"): int32, int64, float32 and float64 stay as they are, so
+Dtype policy (docs/design.md, "Rules"): int32, int64, float32 and float64 stay as they are, so
 a 4-byte matrix is read as 4 bytes; smaller integers and bool widen to int32, uint32 and uint64 to
 int64, float16 to float32. longdouble is refused, as scipy refuses it.
 

@@ -10,10 +10,9 @@ may run on (its CPU affinity, which container limits and ``taskset`` set), never
 ``NUMBA_NUM_THREADS``. Numba's thread count is per calling thread, so solves in several threads
 (a Dask worker's) each keep their own.
 
-Measured on this project's 2-core machine (``workflows/threads_cpu.py``,
-``workflows/results/threads-cpu-20261122.txt``): uniform n = 1000 takes 9 ms on one thread and
-5 to 6 ms on two when the machine is idle, but 124 ms on two spinning threads with two other busy
-processes; n = 2000 takes 52 ms on one thread and 27 ms on two.
+On a 2-core machine a solve of n = 1000 takes 9 ms on one thread and 5 to 6 ms on two when the
+machine is idle, but 124 ms on two spinning threads with two other busy processes
+(``dlap bench --suite deadlines`` measures the thread team on idle and busy cores).
 """
 
 from __future__ import annotations

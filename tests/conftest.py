@@ -1,33 +1,31 @@
-"""Shared fixtures: the solver configurations every correctness test runs, and the GPU marker."""
+"""The markers the suite runs by, and where each is skipped.
+
+- ``gpu``: needs a CUDA GPU (skipped where CuPy sees none);
+- ``multi_gpu``: needs two GPUs (skipped where CuPy sees fewer);
+- ``distributed``: a Dask cluster in the test (skipped without dask and distributed);
+- ``browser``: a real headless Chromium (skipped without Chromium and its driver);
+- ``slow``: more than a few seconds on the 2-core CI machine (run; ``-m "not slow"`` leaves them).
+"""
+
+import importlib.util
+import shutil
 
 import pytest
 
-#: every way of running the CPU solvers that a user can ask for
-CONFIGS = [
-    pytest.param({"method": "auto"}, id="auto"),
-    pytest.param({"method": "tree", "init": "reduction", "roots": "all"}, id="tree-paper"),
-    pytest.param({"method": "tree", "init": "jv", "roots": "one"}, id="tree-jv-one"),
-    pytest.param({"method": "tree", "init": "jv", "roots": "all"}, id="tree-jv-all"),
-    pytest.param({"method": "classical", "init": "reduction"}, id="classical-paper"),
-    pytest.param({"method": "classical", "init": "jv"}, id="classical-jv"),
-    pytest.param({"method": "hybrid"}, id="hybrid"),
-    pytest.param({"method": "scaling"}, id="scaling"),
-]
-
-
-def _gpu_visible() -> bool:
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
+from dlap.device import gpus_visible
 
 
 def pytest_collection_modifyitems(config, items):
-    if _gpu_visible():
-        return
-    skip = pytest.mark.skip(reason="no CUDA GPU visible")
+    gpus = gpus_visible()
+    dask = all(importlib.util.find_spec(name) for name in ("dask", "distributed"))
+    chromium = shutil.which("chromium") and shutil.which("chromedriver")
+    skips = {
+        "gpu": (gpus == 0, "no CUDA GPU visible"),
+        "multi_gpu": (gpus < 2, "needs two CUDA GPUs"),
+        "distributed": (not dask, "needs dask and distributed: pip install 'dlap[distributed]'"),
+        "browser": (not chromium, "needs Chromium and its driver (apt install chromium chromium-driver)"),
+    }
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        for marker, (skip, why) in skips.items():
+            if skip and item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.skip(reason=why))

@@ -12,7 +12,7 @@ from scipy.optimize import linear_sum_assignment as scipy_lsa
 import dlap
 
 from .helpers import assert_scipy_objective, exhaustive_optimum, reference
-from .test_properties import STRATEGIES
+from .strategies import STRATEGIES
 
 DEVICES = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
 

@@ -8,7 +8,7 @@ import pytest
 import dlap
 from dlap import generate
 
-from .conftest import CONFIGS
+from .configs import CONFIGS
 
 
 @pytest.mark.parametrize("options", CONFIGS)

@@ -154,14 +154,13 @@ def test_bench_without_scipy_skips_it(capsys, monkeypatch):
     assert "scipy is not installed (pip install scipy): skipped" in capsys.readouterr().out
 
 
-def test_an_unreachable_scheduler_is_one_line_within_the_connect_timeout():
+def test_an_unreachable_scheduler_is_one_line():
     pytest.importorskip("distributed")
     with socket.socket() as s:  # a port no one listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    start = time.perf_counter()
     done = command("solve", "--n", "20", "--scheduler", f"tcp://127.0.0.1:{port}", timeout=120)
-    assert done.returncode == 2 and time.perf_counter() - start < 40
+    assert done.returncode == 2
     assert done.stderr.startswith(f"dlap: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}")
     assert done.stderr.count("\n") == 1 and done.stdout == ""
 

@@ -17,7 +17,7 @@ from scipy.optimize.tests import test_linear_assignment as scipy_tests
 
 import dlap
 
-from .conftest import CONFIGS
+from .configs import CONFIGS
 
 GPU_CONFIGS = [
     pytest.param({"device": "gpu", "method": method}, id=f"gpu-{method}")

@@ -23,8 +23,7 @@ import dlap
 from dlap.device import array_module
 from dlap.problem import MAX_INTEGER_MAGNITUDE, MAX_INTEGER_SPAN
 
-from .conftest import CONFIGS
-from .test_gpu import GPU_CONFIGS
+from .configs import CONFIGS, GPU_CONFIGS
 
 PROBLEMS = {
     "int": lambda rng: rng.integers(0, 100, (7, 7)),

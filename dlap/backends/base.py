@@ -2,7 +2,7 @@
 
 The drivers in :mod:`dlap.hungarian` are written once against this interface. Each primitive
 mutates the :class:`~dlap.hungarian.state.HungarianState` in place and returns at most a few
-scalars, which is all the host loop reads per iteration (DESIGN.md, "One algorithm, two devices").
+scalars, which is all the host loop reads per iteration (docs/design.md, "Rules").
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ class Backend(ABC):
         where the matrix is already narrow, a finite entry would not fit (float64 beyond
         float32's range), the copy would not fit in free memory twice over, or the backend makes
         no copy (:meth:`narrow_copy`; the GPU's searches wait on latency, not on memory: with the
-        copy an H200 took 1.1x to 2x longer, workflows/results/scaling-gpu-20261123-narrow-ab.log)."""
+        copy they took 1.1x to 2x longer)."""
         narrow = NARROWER.get(np.dtype(state.cost.dtype))
         copy = None if narrow is None else self.narrow_copy(state.cost, narrow)
         return None if copy is None else dataclasses.replace(state, cost=copy)

@@ -37,11 +37,8 @@ GREEDY_MAX_ROUNDS = 8
 
 
 #: a deadline counts as passed this long before it: the solve still has to return after the
-#: loop's last step, and a process that shares its core waits for it in scheduler slices. GEOM
-#: benefit n = 1000 on this project's 2-core VM with both cores busy, 1200 solves at 50 and 100 ms
-#: (workflows/results/dgs-cpu-20261123-busy-deadline.txt): past the deadline by a median of
-#: -1.4 ms without the guard, -3.3 ms with it; the tail, a scheduler wait, stays (at most 6.6 to
-#: 9.7 ms either way; 11.7 ms once in a test run, against the 10 ms promised). Idle: within 2 ms.
+#: loop's last step, and a process that shares its core waits for it in scheduler slices
+#: (``dlap bench --suite deadlines`` measures how far past their deadlines solves end)
 DEADLINE_GUARD = 0.002
 
 

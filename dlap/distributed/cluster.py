@@ -19,9 +19,8 @@ GPU_WORKER_OPTIONS = {"device_memory_limit": 0, "memory_limit": 0}
 #: does. A launch then cost 16-28 us of host time in a rank's thread instead of 7-12 us, and the
 #: ranks' solve at n = 40000 ran 27-40% slower than over tcp. With a progress thread and Python
 #: futures a receive is an asyncio future that ucxx's notifier thread completes, the loop sleeps
-#: (1-2% busy), and the ranks' solve is within 5% of tcp's (workflows/ucx_probe.py,
-#: workflows/protocols.py; workflows/results/dask-gpu-20261123-x2-ucx-probe-s6-*,
-#: dask-gpu-20261123-x2-protocols-s6-*). A progress thread alone does not stop the spinning.
+#: (1-2% busy), and the ranks' solve is within 5% of tcp's. A progress thread alone does not stop
+#: the spinning.
 UCX_ENVIRONMENT = {"UCXPY_PROGRESS_MODE": "thread", "UCXPY_ENABLE_PYTHON_FUTURE": "1"}
 
 

@@ -21,7 +21,7 @@ allocated once (``dlap-open-slab``) and each piece is written into it as it arri
 (``dlap-write-slab``), with at most :data:`BUFFER_BYTES` of pieces on the way per rank (or one
 piece, if larger; the pieces just written are released a moment after the next ones are asked
 for, so a worker may hold up to twice that briefly): the worker holds the slab and a few
-pieces, never the slab twice, so a 90 GB matrix in 6 GB chunks fills one 141 GB H200. The
+pieces, never the slab twice, so a 90 GB matrix in 6 GB chunks fills one 141 GB GPU. The
 client paces the pieces.
 
 The slab being filled is held by the :class:`SlabsFilling` worker plugin, not by Dask's data
@@ -203,10 +203,8 @@ def held_pieces(client, source: Source, holders: dict, region, name: str, worker
 
     A region that is one whole chunk held by the rank's own ``worker`` is that chunk, one piece
     made by no task: the slab is the chunk itself where it is in the solved form (the solver
-    never writes its matrix), with no copy and no second slab's worth of memory. With the 13
-    bands of such a 3.2 GB chunk cut and written, placement took 0.15-0.34 s of each solve on
-    two H100s (n = 40000, one row chunk per GPU); with the chunk as the slab, 0.02 s
-    (workflows/results/dask-gpu-20261125-x2h100-s13-placement-ab.log)."""
+    never writes its matrix), with no copy and no second slab's worth of memory (cutting a chunk
+    into bands and writing them cost more than the solve of a matrix of one row chunk per GPU)."""
     from distributed import Future
 
     edges, itemsize = chunk_edges(source), source.dtype.itemsize
@@ -231,8 +229,7 @@ def chunk_pieces(client, source: Source, region, pin: dict) -> list[Piece]:
     """The chunks ``region`` overlaps, each computed whole on the rank's worker (the piece is
     its share of the chunk), from the array's optimised graph culled to that chunk's tasks: a
     chunk's ``Delayed`` carries the whole graph, which for ``da.from_array`` holds every chunk's
-    data, so each piece shipped the matrix (30 pieces of a 72 MB one: placement 1.5-5.6 s, culled
-    0.3-0.6 s; workflows/results/dask-cpu-20261125-s13-from-array-ab.md)."""
+    data, so each piece shipped the matrix (Dask warned of a large graph at each)."""
     from dask.delayed import Delayed
     from dask.optimization import cull
     from dask.sizeof import sizeof
@@ -299,11 +296,7 @@ class SlabFill:
         """Submit the next pieces and their writes while the pieces on the way stay within
         BUFFER_BYTES (at least one), in one batch: the chunks of a dask array as one graph and
         the writes as one map, where a message to the scheduler per task cost more than the
-        tasks. Generated n = 100000 int32 in dask's 128 MiB chunks on 4 H200s: placement
-        2.17-2.30 s one by one, 1.62-2.05 s batched (the workers busy 0.06-0.1 s of it);
-        n = 4000 in 250 chunks on 2 CPU workers: 1.06-1.57 s, 0.73-1.06 s
-        (workflows/dask_gpu_placement.py; results dask-gpu-20261126-x4h200-s14-placement-batch-ab.log,
-        dask-cpu-20261126-s14-placement-batch-ab.log)."""
+        tasks."""
         batch, nbytes, sent = [], self.on_the_way(), 0
         while self.queue and (not (self.flying or batch) or nbytes + self.queue[0][1].nbytes <= BUFFER_BYTES):
             if batch and sent + self.queue[0][1].sent > self.graph_bytes:

@@ -54,12 +54,8 @@ ONE_RANK_MEMORY_SHARE = {"gpu": 0.85, "cpu": 0.5}
 #: method="auto" splits an integer matrix of at least this many entries over the GPU workers
 #: (classical variant, row slabs) even where it fits one of them: the dual updates' theta pass,
 #: most of one GPU's time at that size, is shared out, and each rank makes or reads only its own
-#: slab. The ranks' solve against dlap.solve on one GPU, uniform integers on 4 H200s
-#: (workflows/results/dask-gpu-20261126-x4h200-s14-strong-*; 2 ranks, 4 ranks):
-#: n = 40000, f = 10: -, 1.03x; n = 60000: f = 1 1.06x, 0.93x, f = 10 0.84x, 0.67x;
-#: n = 100000: f = 1 0.80x, 0.58x, f = 10 0.65x, 0.45x; n = 150000: f = 1 0.75x, 0.52x,
-#: f = 10 0.61x, 0.39x. The bound lies between the last loss and the first size where every
-#: split won (workflows/dask_gpu_auto_split.py checks it)
+#: slab. The bound lies between the largest size where a split lost to one GPU and the smallest
+#: where every split won (docs/benchmarks.md, "Dask engine": strong scaling on 2 and 4 GPUs)
 SPLIT_MIN_ENTRIES = 80000 * 80000
 
 
@@ -121,11 +117,10 @@ def solve(
         or of its memory limit; placement fills the slab piece by piece, so the worker never
         holds the matrix twice), the whole solve runs on one rank with exactly what ``dlap.solve(method="auto")``
         runs there, ε-scaling included: below ``SPLIT_MIN_ENTRIES`` more ranks have been slower
-        than one (README, "Dask"). ``stats.phase_counts["ranks"]`` is then 1 and
+        than one (docs/benchmarks.md, "Dask engine"). ``stats.phase_counts["ranks"]`` is then 1 and
         ``["ranks_offered"]`` the workers it could have used. Two exceptions on GPU workers, for
         integer costs, which are split with the classical variant: a matrix of at least
-        ``SPLIT_MIN_ENTRIES`` entries (80000 x 80000; from n = 100000 every split measured beat one
-        GPU, 0.39x-0.80x of its time on 2 and 4 H200s) unless the split would move more of it
+        ``SPLIT_MIN_ENTRIES`` entries (80000 x 80000: docs/benchmarks.md) unless the split would move more of it
         than one rank or make it once per rank (``_auto_split``), and a matrix persisted across
         them so that one rank would gather more of it than the classical variant's row slabs need
         (``stats.phase_counts["one_rank_moved_bytes"]`` says what one rank would have
@@ -147,9 +142,7 @@ def solve(
     init : {"auto", "jv", "reduction"}
         As in :func:`dlap.solve`: Jonker-Volgenant initialisation (its augmenting row reduction
         as rounds of bids over the ranks) or the paper's initial reduction. ``"auto"``: ``"jv"``,
-        on CPU and GPU ranks (classical, n = 40000, f = 10 on two H200s: the ranks' solve 0.67 s
-        after JV, which leaves 2,292 rows free, against 0.84 s after the reduction, which leaves
-        9,870; workflows/results/dask-gpu-20261123-x2-n40000-jv.log).
+        on CPU and GPU ranks (it leaves a quarter of the reduction's free rows).
 
     Returns a :class:`DistributedAssignment` whose ``verify()`` is the ranks' certificate.
 
@@ -296,9 +289,8 @@ def _auto_split(client, source, shape, transposed, candidates, wanted, keep_orde
     uses); else None. Auto splits
 
     - a matrix persisted across the workers so that one rank would gather more of it than the
-      row slabs need: the ranks follow the data (n = 40000 int32 in one row chunk per H200, two
-      ranks took 0.54-0.60 s where one rank took 0.49-0.51 s of solve after 2.5-4.3 s of moving
-      the other half over tcp; workflows/results/dask-gpu-20261123-x2-n40000-s5-final.log);
+      row slabs need: the ranks follow the data (moving a matrix between workers takes longer
+      than solving it);
     - a matrix of ``SPLIT_MIN_ENTRIES`` entries or more, unless the split would move more of a
       persisted matrix than one rank would (a matrix held by one worker stays there), or every
       rank would make as much of it as one rank (a dask array in column chunks that are not
@@ -361,7 +353,7 @@ def _warn_if_ucx_spins(client, workers) -> None:
         settings = " ".join(f"{k}={v}" for k, v in UCX_ENVIRONMENT.items())
         warnings.warn(
             f"{len(spinning)} of the ranks' workers wait on UCX by spinning their event loop, which "
-            f"slows every CUDA call of a rank (measured: the ranks' solve 27-40% slower than over tcp); start "
+            f"slows every CUDA call of a rank (the ranks' solve was 27-40% slower than over tcp); start "
             f"the workers with {settings} (dlap.distributed.start_cluster does)", RuntimeWarning, stacklevel=4)
 
 

@@ -2,10 +2,9 @@
 ε-scaling engine when the searches show structured costs.
 
 On i.i.d. costs JV initialisation leaves a few percent of the rows free (uniform: 4% to 10%,
-floats 1% to 4%), and the paper's searches augment many of them per iteration (uniform f = 1 on
-an H200: 1042 free rows, 7 iterations). Structured costs leave more (geometric 14% to 21%,
-benefit matrices 93%, Machol-Wien 99%), and every search finds one augmenting path after a long
-walk (geometric n = 10000: 1376 iterations of one path). The ε-scaling engine (:mod:`.scaling`)
+floats 1% to 4%), and the paper's searches augment many of them per iteration. Structured costs
+leave more (geometric 14% to 21%, benefit matrices 93%, Machol-Wien 99%), and every search finds
+one augmenting path after a long walk. The ε-scaling engine (:mod:`.scaling`)
 is 10x to 100x faster there and slower on i.i.d. costs. Neither the free fraction alone nor the
 family tells them apart (GPU uniform f = 1 and geometric both leave 10% to 15%); the two together
 do: ``solve_auto`` runs the variant the device prefers (the hybrid on a GPU; on the CPU classical
@@ -15,10 +14,8 @@ to ε-scaling at the first optimality check where
 more than ``SCALING_MIN_FREE_FRACTION`` are still free and the last four iterations augmented
 fewer than one in ``SCALING_PATH_SHARE`` of them together (an iteration that ended in a dual
 update augmented none), one of them the iteration after a dual update (:func:`stalled`). The
-engine starts over from its own prices. (Handing over at once
-where JV leaves most rows free was tried and dropped: on the GPU, JV leaves 97% to 99% of a
-tie-heavy matrix free, whose rows the hybrid then matches in a few iterations of many paths each,
-1.5x to 3x faster than the engine; workflows/results/scaling-gpu-20261123-keep-probe.log.)
+engine starts over from its own prices. (Not at once where JV leaves most rows free: on a GPU
+JV leaves almost every row of a tie-heavy matrix free, and the hybrid matches them faster.)
 ``stats.phase_counts["jv_free_rows"]`` records JV's free rows and ``["handover_iteration"]`` the
 iteration of the hand-over.
 Rectangular matrices stay with the variants: the extra columns absorb the conflicts, and the
@@ -39,22 +36,16 @@ from .tree import run_tree
 SCALING_FREE_FRACTION = 0.1
 #: The hybrid's searches augment many paths at once on i.i.d. integer costs, so :func:`stalled`
 #: alone keeps those with it, and the JV gate only has to tell uniform floats (one path per search
-#: too; JV leaves 3.7% to 3.9% free, and the hybrid is as fast as ε-scaling or 20% faster) from
-#: points in 3-D, whose share falls with n: 10.3% at n = 10000, 8.9% at 20000, where the gate of
-#: 10% kept the hybrid (11.3 s against 2.5 s for ε-scaling on an H200). Measured with the hand-over
-#: off (workflows/results/gpu-20261123-s7-handover-trace.jsonl): the stall test never held on
-#: uniform f = 1 or 10 (n = 20000, 40000, 100000), where ε-scaling takes 6 s to 364 s.
+#: too, but JV leaves under 4% free and the hybrid is as fast) from points in 3-D, whose share
+#: falls below 10% with n (the traces tests/hungarian/test_scaling.py replays:
+#: benchmarks/results/hybrid-handover-trace-h200-*).
 HYBRID_SCALING_FREE_FRACTION = 0.05
 #: ... more than this fraction is still free, ...
 SCALING_MIN_FREE_FRACTION = 0.02
 #: ... and the last SCALING_WINDOW iterations augmented fewer than one in this many of them
-#: together (the tree variant's one-root iterations augment one path each: 4 of 118 free rows at
-#: geometric n = 600 on the CPU).
-#: Measured on an H200 (workflows/results/scaling-gpu-20261122-auto-trace.log, the free rows at
-#: each check): points in 3-D leave 10.3% after JV, the first iteration takes it under 10%, then
-#: one path per iteration (the hybrid took 3.7 s at n = 10000); uniform f = 1 leaves 10.1% too but
-#: augments tens to hundreds of paths in every window of four iterations (a window of two, one
-#: path and a dual update, would have handed it over); uniform f = 10 and floats leave 4% to 7%.
+#: together (the tree variant's one-root iterations augment one path each). Uniform costs augment
+#: tens to hundreds of paths in every window of four iterations; a window of two (one path and a
+#: dual update) would hand them over.
 SCALING_PATH_SHARE = 16
 SCALING_WINDOW = 4
 
@@ -66,10 +57,8 @@ def stalled(window: list[int], n_free: int, n_rows: int, searching: bool) -> boo
     and, unless the variant is ``searching`` (the tree variant, whose iterations fold their dual
     updates into the search), the window holds an iteration that followed a dual update. That last
     clause is what a dual update tells apart: on uniform costs it opens many zero-slack edges and
-    the next iteration augments hundreds of paths; on structured costs a handful. Found on an H200:
-    uniform f = 1 at n = 20000 (JV leaves 10.4% free) ran [990, 169, 21, 1, 1] and a dual update,
-    which the window of four alone handed over (7 s in ε-scaling instead of 0.1 s), where the
-    iteration after the update augments about 400 (workflows/results/scaling-gpu-20261123-auto-repro.log)."""
+    the next iteration augments hundreds of paths; on structured costs a handful (uniform f = 1,
+    n = 20000 ran [990, 169, 21, 1, 1] and a dual update, then about 400)."""
     if len(window) < SCALING_WINDOW or n_free <= SCALING_MIN_FREE_FRACTION * n_rows:
         return False
     followed_an_update = 0 in window[:-1]

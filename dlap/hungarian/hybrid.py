@@ -30,16 +30,9 @@ COLUMNS_PER_DUAL_UPDATE = 625
 def classical_dual_update_limit(n_cols: int) -> int:
     """The classical variant's dual updates before the hybrid switches: 8 up to 5000 columns, 16 at
     10000, 64 at 40000. A dual update costs a pass over the matrix, the tree's searches that
-    replace them more as the matrix widens. Measured on an H200, uniform f = 10, auto, CuPy in, a
-    fixed limit of 8 / 24 / 64 / none (workflows/results/scaling-gpu-20261123-hybrid-switch.log):
-    n = 5000 0.051 / 0.051 / 0.063 / 0.065 s, n = 10000 0.106 / 0.102 / 0.124 / 0.123,
-    n = 20000 0.254 / 0.235 / 0.244 / 0.229, n = 40000 0.892 / 0.787 / 0.526 / 0.591; uniform
-    floats (thousands of dual updates) 1% to 3% slower at 24 or 64 than at 8, and 18x to 26x
-    slower with no switch. Since each dual update's compression scans only the rows at slack
-    theta (session 10) the rule still holds: n = 5000 / 10000 / 20000 / 40000 fastest at a limit
-    of 8 / 8 / 32-64 / 64, and the rule within 1-3% of that cell (9% at n = 40000, where the rule
-    is 64 too: the spread between two cells of one limit); floats fastest at 8-32
-    (workflows/results/gpu-20261124-s10-hybrid-switch-recompress.log)."""
+    replace them more as the matrix widens (swept on uniform integers and floats, n = 5000 to
+    40000: the rule is within a few percent of the best fixed limit at each size; floats with no
+    switch are 18x to 26x slower)."""
     return max(MIN_CLASSICAL_DUAL_UPDATES, n_cols // COLUMNS_PER_DUAL_UPDATE)
 
 

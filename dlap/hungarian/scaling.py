@@ -57,9 +57,8 @@ from .phases import PhaseTimer, Progress, drive
 from .tree import run_tree
 
 #: θ: ε is divided by this between ε-phases. With rounds of bids a phase's cost is mostly its
-#: last searches, the same for every ε, so fewer phases pay (geometric n = 10000 on an H200: 0.81 s
-#: at θ = 16 against 0.91 s at 6; workflows/results/scaling-gpu-20261122-bids-tune2.log); without
-#: bids θ changes the row scans by 10% at most, and 6 is kept
+#: last searches, the same for every ε, so fewer phases pay; without bids θ changes the row scans
+#: by 10% at most
 SCALING_FACTOR = 6.0
 SCALING_FACTOR_WITH_BIDS = 16.0
 #: the last ε-phase runs at no less than this fraction of ε₀ / n (then the exact phase)
@@ -67,10 +66,8 @@ FINAL_EPSILON_FRACTION = 1 / 16
 #: float costs: the answer's gap to its prices' dual bound, at most this fraction of the costs summed
 PRECISION_RTOL = 1e-9
 #: backends with ``parallel_bidding``: the rounds of bids stop at this many free rows (the
-#: searches assign them), after this many rounds, or after this many rounds without progress.
-#: Measured on an H200 at n = 10000 (scaling-gpu-20261122-bids-tune3.log): tail 8 against 16 and 32,
-#: 0.84 s against 0.85 and 1.07 on geometric, 2.58 s against 2.93 and 2.79 on benefit (disjoint
-#: clouds prefer 32: 1.99 s against 2.29); stall 256 against 64: fewer searches on benefit
+#: searches assign them), after this many rounds, or after this many rounds without progress
+#: (tuned on the hard families, ``dlap bench --suite hard --device gpu``)
 BIDDING_TAIL = 8
 BIDDING_MAX_ROUNDS = 4096
 BIDDING_STALL = 256

@@ -275,9 +275,7 @@ class CPUSwitching(SwitchingPrimitives):
     sequential = True
     #: matrix entries read per evaluation, proposal or sequential-switching call under a deadline,
     #: which is read between calls: about a millisecond each, a few on a machine whose cores other
-    #: processes use. 1 << 20 let GEOM benefit n = 1000 end up to 14-18 ms past its 50 or 100 ms
-    #: deadline on this project's 2-core VM with both cores busy (a few solves in a hundred over
-    #: 10 ms), 1 << 18 at most 9 ms (workflows/results/dgs-cpu-20261125-busy-deadline-chunk.txt).
+    #: processes use (a quarter of 1 << 20 halved the worst overshoot on a busy 2-core machine).
     #: Without a deadline one call takes everything (dlap.dgs.switching._per_call)
     evaluation_chunk = 1 << 18
 

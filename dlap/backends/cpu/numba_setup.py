@@ -15,10 +15,9 @@ so nothing collides); set ``NUMBA_CACHE_DIR`` to keep them elsewhere.
 
 **Wait policy.** Numba's OpenMP thread team busy-waits between parallel regions by default. On a
 machine whose cores other processes use, a region then waits for team threads the scheduler has
-put aside: on this project's 2-core machine with two busy processes, a solve of n = 2000 took
-178 ms on a spinning team against 63 ms on one thread
-(``workflows/results/threads-cpu-20261122.txt``). A passive policy lets
-idle team threads sleep (76 ms there). ``OMP_WAIT_POLICY`` is read when the OpenMP runtime starts,
+put aside (on a 2-core machine with two busy processes, a solve of n = 2000 took 178 ms on a
+spinning team against 63 ms on one thread). A passive policy lets idle team threads sleep (76 ms
+there). ``OMP_WAIT_POLICY`` is read when the OpenMP runtime starts,
 so it is set here, unless the user set it, before any kernel runs; a runtime another library
 started earlier in the process keeps its own policy. Small problems run on one thread anyway
 (:mod:`dlap.threads`).

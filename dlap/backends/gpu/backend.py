@@ -2,7 +2,7 @@
 
 Each primitive is one to three kernel launches; the searches (the classical BFS and the tree
 variant's Dijkstra-like growth) are persistent kernels that loop on the device with a grid-wide
-barrier, so the host reads a few scalars per iteration, never per BFS level (DESIGN.md, "GPU:
+barrier, so the host reads a few scalars per iteration, never per BFS level (docs/design.md, "GPU:
 launches and syncs, not bandwidth"). The kernels are in ``backends/gpu/cuda/``.
 
 A NumPy matrix is copied in row chunks through pinned buffers by several host threads, each on its
@@ -53,10 +53,8 @@ STAGED_EDGES_PER_ROW = 16
 #: its predecessor, the completed flag) and of the greedy start (prices, taken flag), when it fits
 SCALING_SHARED_BYTES_PER_COLUMN = 8 + 8 + 8 + 4 + 4 + 1
 GREEDY_SHARED_BYTES_PER_COLUMN = 8 + 4
-#: a search's columns per block of its cluster, at least (the cluster is the largest that keeps it).
-#: Measured on an H200 (workflows/results/scaling-gpu-*-profile.log): at n = 2000 one block scans a
-#: row as fast as a cluster of 4 (2.5 against 2.6 us per row: the cluster barrier costs what the
-#: narrower scan saves); at n = 10000 a cluster of 8 takes 3.5 us per row against 4.7 for one block
+#: a search's columns per block of its cluster, at least (the cluster is the largest that keeps it:
+#: a cluster's barrier costs what its narrower scan saves below about this many columns a block)
 SCALING_BLOCK_COLUMNS = 1250
 #: blocks per search cluster, forced (None: chosen by SCALING_BLOCK_COLUMNS)
 SCALING_CLUSTER: int | None = None
@@ -247,10 +245,9 @@ class GPUBackend(DeviceBackend):
 
         A matrix of one chunk (``UPLOAD_CHUNK_BYTES``) goes in one copy from pageable memory (the
         driver's own staging pipelines it); a larger one in row chunks through pinned buffers,
-        several host threads at once, each chunk processed on its stream as soon as it lands.
-        Measured on an H200's host (workflows/results/upload-gpu-20261123.log): 32 MB in 3.3 ms
-        direct against 6.1 ms through one pinned chunk; 200 MB in 12 ms chunked against 23 ms
-        direct, 800 MB in 32 ms against 87 ms."""
+        several host threads at once, each chunk processed on its stream as soon as it lands
+        (one copy is the faster below ``UPLOAD_CHUNK_BYTES``, the chunks two to three times
+        faster above)."""
         n_rows, n_cols = host.shape
         row_bytes = n_cols * host.itemsize
         chunk_rows = max(1, UPLOAD_CHUNK_BYTES // row_bytes) // state.band_rows * state.band_rows

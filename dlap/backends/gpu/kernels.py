@@ -2,7 +2,7 @@
 
 Sources live in ``backends/gpu/cuda/``: the generated constants (:mod:`dlap.backends.constants`)
 and ``common.cuh`` are prepended to each ``.cu`` file, so the kernel cache key covers them too. Templated kernels are instantiated for the four cost
-dtypes the solvers read (int32, int64, float32, float64: DESIGN.md, "Input dtype kept").
+dtypes the solvers read (int32, int64, float32, float64: docs/design.md, "Rules").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The collectives of the Dask engine: what the ranks exchange in each iteration.
 
 Dask places the data and starts one task per rank; the per-iteration vectors (frontiers, minima,
-tight columns, zero-slack edges) never go through the scheduler (a task costs ~10 ms, ANCHORS.md).
+tight columns, zero-slack edges) never go through the scheduler (a task costs ~10 ms).
 They go through a :class:`Comm`:
 
 - :class:`NCCLComm` between GPU workers: NCCL through ``cupy.cuda.nccl`` on CuPy arrays (NVLink on
@@ -119,8 +119,7 @@ def nccl_unique_id() -> tuple:
 
 
 #: the NCCL communicator this worker process keeps between solves (at most one, by the key of
-#: its ranks' workers, :func:`nccl_key`): making one cost ~0.16 s per solve on two H200s
-#: (workflows/results/dask-gpu-20261123-x2-n40000-jv.log, ``comm_setup``)
+#: its ranks' workers, :func:`nccl_key`): making one costs a tenth of a second or more per solve
 _NCCL_KEPT: dict[str, object] = {}
 
 
@@ -474,9 +473,9 @@ class SocketComm(HostComm):
         otherwise wake the selector at once, and the wait would spin on a core that the other
         ranks need. The first ``_SPIN`` seconds poll (yielding the core between polls), then
         the wait blocks: a peer's piece usually arrives within tens of microseconds, and waking
-        from a blocked wait cost about 50 us a collective on a 2-core VM (the split geometric
-        solve of workflows/results/dask-cpu-20261123-hard.md took 6.8 s blocking, 2.6 s
-        polling); polling without end made three ranks on two cores 10x slower."""
+        from a blocked wait cost about 50 us a collective on a 2-core VM (a split geometric
+        solve was 2.6x slower blocking); polling without end made three ranks on two cores 10x
+        slower."""
         import selectors
 
         payload = memoryview(x.reshape(-1).view(np.uint8))  # (a zero-size array cannot be cast)

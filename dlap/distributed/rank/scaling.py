@@ -46,14 +46,12 @@ class DistributedScaling:
     def parallel_bidding(self) -> bool:
         """Bids where the local device bids (a GPU scans the free rows at once; a round is then
         one collective where the searches take one per step), not on CPU ranks: at n = 2000 on
-        two single-threaded CPU ranks the rounds scanned 8x the rows the searches do (geometric
-        benefit 5.8 s against 3.7 s without them; geometric, where the searches' collectives
-        dominate, 1.8 s against 2.8 s: workflows/results/dask-cpu-20261123-hard.md)."""
+        two single-threaded CPU ranks the rounds scanned 8x the rows the searches do)."""
         return self.local.parallel_bidding
 
     def narrowed(self, state):
         """The ε-phases read the slabs themselves: no half-width copy across the ranks (each
-        rank's slab would need its own; not measured)."""
+        rank's slab would need its own)."""
         return None
 
     def _require_columns(self) -> None:

@@ -24,9 +24,8 @@
 // driver's: scaling.bidding).
 
 #define BID_THREADS 1024
-// Row entries a thread loads at once, before it uses the first: 6 took 1% to 4% less time in the
-// rounds of bids than 4 on an H200, and 8 spills registers and lost
-// (workflows/results/scaling-gpu-20261123-bid-batch-ab.log)
+// Row entries a thread loads at once, before it uses the first (6 was the fastest of 4, 6 and 8,
+// which spills registers)
 #ifndef BID_BATCH
 #define BID_BATCH 6
 #endif

@@ -2,10 +2,7 @@
 // the two-stage dual update (4.4, Algorithms 7 and 8). Its forward pass is in forward.cu.
 
 // Row entries a thread of the compression loads at once before it uses the first (a row scan with
-// one load in flight is a chain of dependent loads): on an H200, uniform n = 20000 / 40000, the
-// compressions (two reads of the matrix then) took 11% / 12% less time with 4 than with 1, and 8
-// lost; the dual update's scan, which skips covered columns, was fastest with 1
-// (workflows/results/scaling-gpu-20261123-classical-batch-ab.log).
+// one load in flight is a chain of dependent loads; 4 was the fastest of 1, 4 and 8).
 #ifndef CLASSICAL_BATCH
 #define CLASSICAL_BATCH 4
 #endif
@@ -133,13 +130,9 @@ __global__ void compress_fill(const T* C, int n_rows, int n_cols, const double* 
     }
 }
 
-// Forest rows a block of the dual update's scan takes at once (classical_theta): the rows share the
-// loads of v and col_seen, which a block of one row reads as often as the matrix's entries. On an
-// H200 with 1/2/4/8 rows, the dual update's scans at uniform n = 40000, f = 10 took 0.175/0.133/
-// 0.119/0.147 s, at n = 100000, f = 10 1.15/0.86/0.76/0.95 s (gpu_kernel_ab.py,
-// workflows/results/gpu-20261126-s16-theta-rows-ab.log); the solves against the one-row kernel,
-// interleaved: n = 100000, f = 10 1.48-1.49 -> 1.07-1.09 s, n = 40000, f = 10 0.30-0.37 -> 0.24-0.28 s
-// (ab.py, -theta-rows-ab2.log). THETA_ROWS (constants.py) also sizes the grid.
+// Forest rows a block of the dual update's scan takes at once (classical_theta, THETA_ROWS in
+// constants.py): the rows share the loads of v and col_seen, which a block of one row reads as often
+// as the matrix's entries (4 was the fastest of 1, 2, 4 and 8).
 
 // Dual update, stage 1 (Algorithm 7): theta = min slack over forest rows x uncovered columns.
 // Each block takes THETA_ROWS forest rows at a time; blocks meet in an atomicMin on order-preserving

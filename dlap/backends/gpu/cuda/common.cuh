@@ -7,7 +7,7 @@
 //     exact, and a 4-byte matrix moves 4 bytes per entry;
 //   * duals, slacks and levels are double; vertex indices are int (n < 2**31); every offset into
 //     the matrix is 64-bit (n * n passes 2**31 at n = 46341: HyLAC's classical solver is wrong
-//     past that because of 32-bit offsets, ANCHORS.md);
+//     past that because of 32-bit offsets: docs/benchmarks.md);
 //   * counters and scalars the host reads live in one control block `ctl` of 64-bit slots (CTL_*).
 
 typedef unsigned long long u64;
@@ -87,7 +87,7 @@ __device__ __forceinline__ long long block_sum(long long x, long long* scratch) 
 }
 
 // Grid-wide barrier for the persistent (cooperatively launched, so co-resident) search kernels:
-// the BFS and Dijkstra loops run on the device, with no host round trip per level (DESIGN.md,
+// the BFS and Dijkstra loops run on the device, with no host round trip per level (docs/design.md,
 // "GPU: launches and syncs"). barrier[0] counts arrivals, barrier[1] is the generation. The
 // fences before arriving and after leaving publish each block's writes to the others.
 __device__ __forceinline__ void grid_sync(unsigned int* barrier) {

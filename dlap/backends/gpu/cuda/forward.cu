@@ -1,7 +1,7 @@
 // The forward passes of both variants (Date & Nagi 2016, section 4.3.1) as persistent kernels:
 // launched cooperatively (one block per multiprocessor, all resident), they loop over BFS levels
 // or Dijkstra steps on the device with the grid barrier of common.cuh, so a whole search is one
-// launch and one read of the control block (DESIGN.md, "GPU: launches and syncs").
+// launch and one read of the control block (docs/design.md, "GPU: launches and syncs").
 
 // Forward pass (Algorithm 3), persistent: BFS over the zero-slack graph from every free row, one
 // level per barrier, until no row is left to expand. A column is claimed by the first row that
@@ -9,21 +9,16 @@
 // free column reached is marked "reverse"; an assigned one brings its row into the next level
 // (contraction). col_seen marks the covered columns for the dual update.
 //
-// The searches are deep and narrow: uniform n = 40000, f = 10 takes about 125 levels per forward
-// pass, most of them a handful of rows, and a grid-wide barrier cost ~8 us a level there
-// (workflows/results/gpu-20261123-s7-profile1.log: 0.15 s for 17,945 levels). Once a level has
-// at most a block's worth of rows (every block sees the same extent after the barrier), the
+// The searches are deep and narrow (about 125 levels per forward pass at uniform n = 40000, f = 10,
+// most of them a handful of rows), and a grid-wide barrier costs microseconds a level. Once a level
+// has at most a block's worth of rows (every block sees the same extent after the barrier), the
 // other blocks leave and block 0 runs the remaining levels with the block's own barrier and the
-// levels' counts in shared memory: the forward passes of n = 40000 took 0.14 s instead of 0.185 s
-// on one H100 (workflows/results/gpu-20261125-s12-block-tail-ab3-h100.jsonl).
+// levels' counts in shared memory.
 //
 // A level's rows are shared out to groups of BFS_ROW_LANES threads, each group's threads taking a
 // row's edges in turn: a row's edges (5 to 9 at n = 40000, f = 10) are then claimed at once, not
-// one dependent chain of loads after another by a lone thread. On an H200, one process, 1 / 4 / 8
-// lanes (workflows/results/gpu-20261126-s15-lanes-ab.log): the forward passes of n = 40000, f = 10
-// took 0.092 / 0.052 / 0.057 s, f = 1 0.024 / 0.016 / 0.017 s, n = 20000, f = 10 0.055 / 0.030 /
-// 0.031 s. `first` is the thread's index, `stride` the threads taking part (a multiple of
-// BFS_ROW_LANES).
+// one dependent chain of loads after another by a lone thread (4 lanes were the fastest of 1, 4 and
+// 8). `first` is the thread's index, `stride` the threads taking part (a multiple of BFS_ROW_LANES).
 #ifndef BFS_ROW_LANES
 #define BFS_ROW_LANES 4
 #endif

@@ -10,8 +10,8 @@
 // thread blocks (one block where clusters do not exist): cluster barriers only, no grid barrier, so
 // a search's steps cost what its rows cost to scan, and the searches follow one another as on the
 // CPU. (Several blocks searching for different rows at once, committing under a lock when the rows
-// they found were still in place, was measured on an H200 and lost: searches made against prices
-// the other blocks were changing grew 6 to 60 times longer; README, "Hard instances".) Counts go
+// they found were still in place, lost: searches made against prices the other blocks were
+// changing grew 6 to 60 times longer.) Counts go
 // to ctl: searches in CTL_DUAL_UPDATES, rows scanned in CTL_SCANNED, infeasibility in CTL_STATUS.
 
 #define SCALE_THREADS 1024

@@ -1,0 +1,28 @@
+"""``dlap bench``'s suites run end to end at small sizes: records, tables, agreement."""
+
+import json
+
+from dlap import cli
+from dlap.bench import deadlines
+
+
+def test_the_deadlines_suite_measures_each_promise(tmp_path):
+    out = tmp_path / "d.jsonl"
+    records = deadlines.run(repeat=2, loads=("idle",), out=str(out), echo=lambda *a: None)
+    kinds = {r["kind"] for r in records}
+    assert {"dgs first call", "dgs loaded"} <= kinds and any("threads" in k for k in kinds)
+    assert all(r["load"] == "idle" and r["suite"] == "deadlines" for r in records)
+    assert len(out.read_text().splitlines()) == len(records)
+    for r in records:
+        values = r.get("over_ms", r.get("ms"))
+        assert values and all(isinstance(v, float) for v in values)
+    assert deadlines.table(records).count("\n") == len(records) + 1
+
+
+def test_the_batch_and_dgs_suites_run_from_the_command(tmp_path, capsys):
+    out = tmp_path / "b.jsonl"
+    assert cli.main(["bench", "--suite", "dgs", "--n", "60", "--families", "geometric", "--device", "cpu",
+                     "--json", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records and all(r["n"] == 60 for r in records)
+    assert "| geometric" in capsys.readouterr().out

@@ -18,12 +18,12 @@ from .problem import Problem, prepare, unscaled, unscaled_duals
 from .result import Assignment, MatrixReference, Stats, caller_duals
 
 
-def linear_sum_assignment(cost, maximize: bool = False, **options):
+def linear_sum_assignment(cost_matrix, maximize: bool = False, **options):
     """Solve the linear sum assignment problem; a drop-in for scipy's function of that name.
 
     Parameters
     ----------
-    cost : array_like, 2-D
+    cost_matrix : array_like, 2-D
         The cost matrix; ``+inf`` marks a forbidden pair (``-inf`` when ``maximize``). A PyTorch
         tensor or any DLPack / ``__cuda_array_interface__`` array is read without a copy, and the
         indices come back in its library, on its device.
@@ -37,7 +37,7 @@ def linear_sum_assignment(cost, maximize: bool = False, **options):
     -------
     row_ind, col_ind : int64 arrays
         The optimal assignment, ``row_ind`` sorted; ``cost[row_ind, col_ind].sum()`` is optimal.
-        CuPy arrays when ``cost`` is a CuPy array.
+        CuPy arrays when ``cost_matrix`` is a CuPy array.
 
     Raises
     ------
@@ -45,7 +45,7 @@ def linear_sum_assignment(cost, maximize: bool = False, **options):
         "expected a matrix (2-D array), ...", "matrix contains invalid numeric entries" (NaN,
         or -inf when minimising), "cost matrix is infeasible" (no assignment avoids +inf).
     """
-    cost, give_back = adopt(cost)  # a PyTorch tensor or DLPack array: read in place, answered in kind
+    cost, give_back = adopt(cost_matrix)  # a PyTorch tensor or DLPack array: read in place, answered in kind
     result = solve(cost, maximize=maximize, **options)
     return give_back(result.row_ind), give_back(result.col_ind)
 

@@ -197,3 +197,11 @@ def test_auto_device_is_the_cpu_without_a_gpu():
 
     result = dlap.solve(np.ones((600, 600)))
     assert result.stats.device == ("gpu" if gpu_available() else "cpu")
+
+
+def test_scipys_keyword_names():
+    """Issue 39: dlap.linear_sum_assignment(cost_matrix=...) raised TypeError."""
+    cost = np.array([[4.0, 1.0], [2.0, 3.0]])
+    rows, cols = dlap.linear_sum_assignment(cost_matrix=cost, maximize=True)
+    expected = scipy_lsa(cost_matrix=cost, maximize=True)
+    assert [rows.tolist(), cols.tolist()] == [x.tolist() for x in expected]

@@ -337,7 +337,7 @@ def parser() -> argparse.ArgumentParser:
 
     p = command("bench", "dlap and its peers side by side on the same instances")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
-                   help="gpu: the the anchors grid plus geometric and float instances, GPU solvers "
+                   help="gpu: the anchors grid plus geometric and float instances, GPU solvers "
                         "timed from the host and from the GPU, against lap and scipy")
     p.add_argument("--suite", choices=("grid", "hard", "batch", "dgs", "deadlines"), default="grid",
                    help="grid: families x sizes against lap and scipy; hard: structured costs (geometric, "

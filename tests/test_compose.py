@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
-import yaml
+import pytest
+
+yaml = pytest.importorskip("yaml")
 
 COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
 

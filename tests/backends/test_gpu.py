@@ -186,7 +186,7 @@ def test_host_float_matrix_is_checked_and_negated_on_the_gpu(dtype, monkeypatch)
 def test_a_matrix_that_does_not_fit_is_refused_before_allocation():
     import cupy
 
-    from dlap.backends.gpu import free_device_memory
+    from dlap.device import free_device_memory
 
     cost = generate.uniform(12000, 1.0, seed=1)  # 576 MB
     filler = cupy.empty(free_device_memory() - (256 << 20), dtype=np.uint8)

@@ -2,7 +2,7 @@
 
 Exit status: 0 done (and, for an exact method, proved optimal); 1 a solve whose certificate does
 not prove it optimal; 2 an error, reported on one line (``DLAP_TRACEBACK=1`` shows the
-traceback); 130 interrupted (Ctrl-C).
+traceback); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ HARD_ANCHORS_H200 = {
     ("machol-wien", None, 2000): (0.037, "lap-solver OMP"),
     ("ties", 4.0, 10000): (0.478, "lap-solver CUDA"),
 }
-#: ``dlap bench --device gpu``: the the anchors grid, then geometric and float instances
+#: ``dlap bench --device gpu``: the anchors grid, then geometric and float instances
 GPU_CASES = [("uniform", f, n) for n in (5000, 10000, 20000) for f in (0.1, 1.0, 10.0)]
 GPU_CASES += [("uniform", 1.0, 40000)]
 GPU_CASES += [(fam, None, n) for fam in ("geometric", "float") for n in (5000, 10000, 20000)]

@@ -88,16 +88,16 @@ class DistributedBackend(DistributedScaling, Backend):
     def initial_reduction(self, state, columns: bool) -> bool:
         """Section 4.1 over the slabs: each rank's row (and column) minima of its part, combined
         across the ranks by gathering the split axis and reducing the other."""
-        s = self.slab
-        self.local.initial_reduction(s, columns=False)
-        state.u[:] = self._rows_of_slabs(s.u)
+        slab = self.slab
+        self.local.initial_reduction(slab, columns=False)
+        state.u[:] = self._rows_of_slabs(slab.u)
         if self._infeasible_if(state.u):
             return False
         if not columns:
             return True
-        s.u[:] = state.u[self.lo : self.hi] if self.split == 0 else state.u
-        self.local.column_reduction(s)
-        state.v[:] = self._columns_of_slabs(s.v)
+        slab.u[:] = state.u[self.lo : self.hi] if self.split == 0 else state.u
+        self.local.column_reduction(slab)
+        state.v[:] = self._columns_of_slabs(slab.v)
         return not self._infeasible_if(state.v)
 
     def _rows_of_slabs(self, x):
@@ -117,14 +117,14 @@ class DistributedBackend(DistributedScaling, Backend):
         final prices. Far fewer rows are left free than after the paper's reduction and the ranks'
         merged greedy matching (uniform n = 4000: 250 against about 880), and every free row
         costs the searches a scan."""
-        xp, s = self.xp, self.slab
+        xp, slab = self.xp, self.slab
         if state.n_rows == state.n_cols:
-            argmin = self.local.column_minima(s).astype(np.int64)
+            argmin = self.local.column_minima(slab).astype(np.int64)
             if self.split == 1:
-                state.v[:] = self.comm.allgatherv(s.v)
+                state.v[:] = self.comm.allgatherv(slab.v)
                 argmin = self.comm.allgatherv(argmin)
             else:  # the lowest row of the lowest rank holding the minimum: the first row
-                stacked = self.comm.allgather(xp.stack([s.v, (argmin + self.lo).astype(np.float64)]))
+                stacked = self.comm.allgather(xp.stack([slab.v, (argmin + self.lo).astype(np.float64)]))
                 owner = xp.argmin(stacked[:, 0], axis=0)
                 cols = xp.arange(state.n_cols)
                 state.v[:] = stacked[owner, 0, cols]
@@ -147,10 +147,10 @@ class DistributedBackend(DistributedScaling, Backend):
     def _row_minima(self, state, v):
         """``min_j (C[i, j] - v[j])`` for every row: each slab's (the local kernel), combined
         over the ranks."""
-        s = self.slab
-        s.v[:] = v[self.lo : self.hi] if self.split == 1 else v
-        self.local.row_duals(s)
-        return self._rows_of_slabs(s.u)
+        slab = self.slab
+        slab.v[:] = v[self.lo : self.hi] if self.split == 1 else v
+        self.local.row_duals(slab)
+        return self._rows_of_slabs(slab.u)
 
     def bidding_rounds(self, state, eps: float, tail: int, max_rounds: int, stall: int, keep_share: float):
         """Rounds of bids by every free row (the rule of ``Backend.bidding_rounds``): each row's
@@ -186,18 +186,18 @@ class DistributedBackend(DistributedScaling, Backend):
         columns split, each rank's terms over its columns, combined (the smallest of the ranks'
         smallest, first column on ties; the second smallest is the smaller of its rank's second
         and the other ranks' smallest)."""
-        xp, s = self.xp, self.slab
+        xp, slab = self.xp, self.slab
         self._load_duals(state)
         if self.split == 0:
-            s.col_match[:] = state.col_match
+            slab.col_match[:] = state.col_match
             # each rank's share of the ascending rows, known to every rank: one host read, no
             # collective of the sizes
             edges = to_host(xp.searchsorted(rows, self.bounds_array)).tolist()
             mine = rows[edges[self.rank] : edges[self.rank + 1]] - self.lo
             sizes = [5 * (b - a) for a, b in zip(edges, edges[1:], strict=False)]
-            return self.comm.allgatherv(self.local.row_minima_terms(s, mine).ravel(), sizes=sizes).reshape(-1, 5)
-        s.col_match[:] = state.col_match[self.lo : self.hi]
-        local = self.local.row_minima_terms(s, rows)
+            return self.comm.allgatherv(self.local.row_minima_terms(slab, mine).ravel(), sizes=sizes).reshape(-1, 5)
+        slab.col_match[:] = state.col_match[self.lo : self.hi]
+        local = self.local.row_minima_terms(slab, rows)
         for k in (1, 4):
             local[:, k] += xp.where(local[:, k] >= 0, self.lo, 0)
         stacked = self.comm.allgather(local)  # (ranks, rows, 5)
@@ -216,17 +216,17 @@ class DistributedBackend(DistributedScaling, Backend):
         """The greedy matching of zero-slack edges on each rank's slab, merged: a column claimed
         by two ranks' rows (rows split) goes to the lowest row, a row claimed on two ranks'
         columns (columns split) to the lowest rank's. Returns the pairs made."""
-        xp, s = self.xp, self.slab
+        xp, slab = self.xp, self.slab
         self._load_duals(state)
-        self.local.initial_assignment(s)
+        self.local.initial_assignment(slab)
         if self.split == 0:
-            claims = self.comm.allgatherv(s.row_match.astype(np.int64))
+            claims = self.comm.allgatherv(slab.row_match.astype(np.int64))
             rows = xp.flatnonzero(claims >= 0)
             cols = claims[rows]
             _, first = xp.unique(cols, return_index=True)  # the lowest row claiming each column
             rows, cols = rows[first], cols[first]
         else:
-            stacked = self.comm.allgather(s.row_match.astype(np.int64))  # (ranks, rows), local columns
+            stacked = self.comm.allgather(slab.row_match.astype(np.int64))  # (ranks, rows), local columns
             claimed = stacked >= 0
             rows = xp.flatnonzero(claimed.any(axis=0))
             owner = xp.argmax(claimed[:, rows], axis=0)  # the lowest rank with a claim
@@ -236,13 +236,13 @@ class DistributedBackend(DistributedScaling, Backend):
 
     def _load_duals(self, state) -> None:
         """The replica's duals, restricted to this rank's slab."""
-        s = self.slab
+        slab = self.slab
         if self.split == 0:
-            s.u[:] = state.u[self.lo : self.hi]
-            s.v[:] = state.v
+            slab.u[:] = state.u[self.lo : self.hi]
+            slab.v[:] = state.v
         else:
-            s.u[:] = state.u
-            s.v[:] = state.v[self.lo : self.hi]
+            slab.u[:] = state.u
+            slab.v[:] = state.v[self.lo : self.hi]
 
     def reverse_pass(self, state) -> int:
         return self.local.reverse_pass(state)
@@ -276,8 +276,8 @@ class DistributedBackend(DistributedScaling, Backend):
 
     def _gather_edges(self, state, nnz: int) -> int:
         """The global CSR on every rank from the slabs' (``nnz`` edges on this rank's)."""
-        s, xp = self.slab, self.xp
-        counts = s.row_ptr[1:] - s.row_ptr[:-1]
+        slab, xp = self.slab, self.xp
+        counts = slab.row_ptr[1:] - slab.row_ptr[:-1]
         # two collectives: the rows' edge counts, then the edges
         if self.split == 0:
             # each rank's edge total travels ahead of its rows' counts (whose lengths follow from
@@ -288,10 +288,10 @@ class DistributedBackend(DistributedScaling, Backend):
             header[1 : 1 + counts.shape[0]] = counts
             stacked = self.comm.allgather(header)
             counts = xp.concatenate([stacked[r, 1 : 1 + k] for r, k in enumerate(sizes)])
-            state.col_idx = self.comm.allgatherv(s.col_idx[:nnz], sizes=to_host(stacked[:, 0]).tolist())
+            state.col_idx = self.comm.allgatherv(slab.col_idx[:nnz], sizes=to_host(stacked[:, 0]).tolist())
         else:
             # the local backend's index dtype: the GPU's forward pass reads 32-bit column indices
-            cols = (s.col_idx[:nnz] + self.lo).astype(s.col_idx.dtype, copy=False)
+            cols = (slab.col_idx[:nnz] + self.lo).astype(slab.col_idx.dtype, copy=False)
             per_rank = self.comm.allgather(counts)  # (ranks, rows)
             state.col_idx = self.comm.allgatherv(cols, sizes=[int(t) for t in to_host(per_rank.sum(axis=1))])
             rows = xp.repeat(xp.tile(xp.arange(state.n_rows), self.comm.size), per_rank.ravel())
@@ -309,7 +309,7 @@ class DistributedBackend(DistributedScaling, Backend):
         """Algorithm 7 over the forest rows of this rank's slab (its own rows, or every forest
         row over its columns), all-reduced to the global minimum. The slab keeps its forest rows
         and covered columns for :meth:`recompress`."""
-        s = self.slab
+        slab = self.slab
         forest = state.rows_q[: state.n_forest_rows]
         if self.split == 0:
             mine = forest[(forest >= self.lo) & (forest < self.hi)] - self.lo
@@ -317,12 +317,12 @@ class DistributedBackend(DistributedScaling, Backend):
         else:
             mine, seen = forest, state.col_seen[self.lo : self.hi]
         theta = np.inf
-        s.rows_q[: mine.shape[0]] = mine
-        s.n_forest_rows = int(mine.shape[0])
-        s.col_seen[:] = seen
+        slab.rows_q[: mine.shape[0]] = mine
+        slab.n_forest_rows = int(mine.shape[0])
+        slab.col_seen[:] = seen
         if mine.shape[0]:
             self._load_duals(state)
-            theta = self.local.classical_theta(s)
+            theta = self.local.classical_theta(slab)
         return float(to_host(self.comm.allreduce(self.xp.asarray([theta]), "min"))[0])
 
     def classical_shift(self, state, theta: float) -> None:
@@ -343,27 +343,27 @@ class DistributedBackend(DistributedScaling, Backend):
         gives every rank every offer and smallest slack, hence the wave's level; and each rank
         joins the tight columns to its replica, rank by rank (``tree_join``). The host reads the
         offers' headers and the wave's four counters: two small reads per wave."""
-        s, g, xp = self.slab, state, self.xp
-        offers, shift, wave = self._wave_buffers(g)
-        s.slack[:] = np.inf
-        s.v_open[:] = g.v[self.lo : self.hi]
-        frontier = g.free_rows[:n_roots]
-        g.row_level[frontier] = 0.0
-        g.row_pred[frontier] = -1
-        g.rows_q[:n_roots] = frontier
-        shift[:n_roots] = -g.u[frontier]
+        slab, replica, xp = self.slab, state, self.xp
+        offers, shift, wave = self._wave_buffers(replica)
+        slab.slack[:] = np.inf
+        slab.v_open[:] = replica.v[self.lo : self.hi]
+        frontier = replica.free_rows[:n_roots]
+        replica.row_level[frontier] = 0.0
+        replica.row_pred[frontier] = -1
+        replica.rows_q[:n_roots] = frontier
+        shift[:n_roots] = -replica.u[frontier]
         wave[:] = xp.asarray([0, 0, n_roots, n_roots])
         n_q, n_front, n_rev, level = n_roots, n_roots, 0, 0.0
         waves = 0
         while not (n_rev > 0 and not collect_ties):
             waves += 1
-            if waves > 2 * g.n_cols + 2:  # every wave covers a column (n_cols + 1 at most), with a margin
+            if waves > 2 * replica.n_cols + 2:  # every wave covers a column (n_cols + 1 at most), with a margin
                 raise RuntimeError(
                     "dlap internal error: the tree search across the ranks stopped making progress")
             if n_front:
-                self.local.tree_scan(s, g.rows_q[n_q - n_front : n_q], shift, n_front)
+                self.local.tree_scan(slab, replica.rows_q[n_q - n_front : n_q], shift, n_front)
                 self.tallies["rows_scanned"] += n_front
-            self.local.tree_offer(s, level, self.lo, offers)
+            self.local.tree_offer(slab, level, self.lo, offers)
             minima, pieces = self._exchange_offers(offers)
             best = float(minima.min())
             if n_rev > 0 and best > level:
@@ -374,12 +374,12 @@ class DistributedBackend(DistributedScaling, Backend):
                 level = best  # dual update by theta = best - level (Algorithm 9, lazily)
                 self.tallies["dual_updates"] += 1
             for r, piece in enumerate(pieces):
-                self.local.tree_join(g, s, piece, level, self.lo, shift, wave, r == 0)
+                self.local.tree_join(replica, slab, piece, level, self.lo, shift, wave, r == 0)
             n_forest, n_rev, n_q, n_front = (int(x) for x in to_host(wave))
             self.tallies["waves"] += 1
-        g.n_forest_rows, g.n_forest_cols = n_q, n_forest
+        replica.n_forest_rows, replica.n_forest_cols = n_q, n_forest
         self.level = level
-        self.local.load_reverse(g, n_rev)
+        self.local.load_reverse(replica, n_rev)
         return n_rev
 
     def _wave_buffers(self, state):
@@ -407,10 +407,10 @@ class DistributedBackend(DistributedScaling, Backend):
 
     def tree_dual_update(self, state) -> None:
         """Algorithm 9 on the replica: forest rows gain ``level - joined``, covered columns lose it."""
-        g = state
-        rows, cols = g.rows_q[: g.n_forest_rows], g.forest_cols[: g.n_forest_cols]
-        g.u[rows] += self.level - g.row_level[rows]
-        g.v[cols] -= self.level - g.col_level[cols]
+        replica = state
+        rows, cols = replica.rows_q[: replica.n_forest_rows], replica.forest_cols[: replica.n_forest_cols]
+        replica.u[rows] += self.level - replica.row_level[rows]
+        replica.v[cols] -= self.level - replica.col_level[cols]
 
 
 def _bids(terms, eps: float, xp):

@@ -107,7 +107,7 @@ class DistributedSolver:
         self.xp = _array_module(slab)
         tol = 0.0 if spec.integer else FLOAT_TOL_SCALE
         self.slab = local.allocate(Problem(matrix=slab, transposed=False, maximize=False, original=slab))
-        self.g = local.allocate_graph(spec.shape, slab.dtype, tol)
+        self.replica = local.allocate_graph(spec.shape, slab.dtype, tol)
         self.backend = DistributedBackend(local, self.slab, comm, spec.method, spec.bounds, spec.rank, self.xp)
         self.stats = Stats(device=local.device, method=spec.method, init=spec.init)
         self.report = report
@@ -118,12 +118,12 @@ class DistributedSolver:
         by auto over column slabs, ``solve_auto`` with ``method`` as its variant (JV, the
         variant, ε-scaling for structured costs); otherwise ``method`` itself (its
         initialisation, then its iterations; the tree searches from every free row at once)."""
-        backend, g, stats, spec = self.backend, self.g, self.stats, self.spec
+        backend, replica, stats, spec = self.backend, self.replica, self.stats, self.spec
         if spec.method == "auto":
             self.solve_alone()
             return
         method = "auto" if spec.auto and backend.split == 1 else spec.method  # (the searches may hand over)
-        run_method(backend, g, stats, method, variant=spec.method, init=spec.init, roots="all", progress=self.report)
+        run_method(backend, replica, stats, method, variant=spec.method, init=spec.init, roots="all", progress=self.report)
         for name in ("waves", "zero_slack_edges"):
             if backend.tallies[name]:
                 stats.phase_counts[name] = backend.tallies[name]
@@ -135,10 +135,10 @@ class DistributedSolver:
         backend runs on it exactly what ``dlap.solve(method="auto")`` runs (JV initialisation,
         the device's variant, ε-scaling where the searches show structured costs); the answer
         is then copied into the replica, which the certificate reads."""
-        s, g, local = self.slab, self.g, self.backend.local
-        run_method(local, s, self.stats, "auto", variant=device_variant(local, s.cost), progress=self.report)
+        slab, replica, local = self.slab, self.replica, self.backend.local
+        run_method(local, slab, self.stats, "auto", variant=device_variant(local, slab.cost), progress=self.report)
         for name in ("u", "v", "row_match", "col_match"):
-            getattr(g, name)[:] = getattr(s, name)
+            getattr(replica, name)[:] = getattr(slab, name)
         self.stats.phase_seconds["communication"] = 0.0
         self.stats.phase_counts["communication"] = 0
 
@@ -172,7 +172,7 @@ class DistributedSolver:
     def _picked_index(self) -> tuple:
         """Where the slab holds the assigned pairs (an index into the slab)."""
         rows, cols = self._slices()
-        match = self.g.row_match[rows]
+        match = self.replica.row_match[rows]
         local = self.xp.flatnonzero((match >= cols.start) & (match < cols.stop))
         return local, match[local] - cols.start
 
@@ -185,11 +185,11 @@ class DistributedSolver:
         """The float certificate (dlap.certificate's float_scan and float_verdict): each rank
         scans its slab, the ranks' row minima (with their rounding errors) are combined by a
         collective, and the verdict is the same on every rank."""
-        xp, g, comm, c = self.xp, self.g, self.comm, self.slab.cost
+        xp, replica, comm, c = self.xp, self.replica, self.comm, self.slab.cost
         rows, cols = self._slices()
         rows_split = self.backend.split == 0
         rectangular = self.spec.shape[0] < self.spec.shape[1]
-        scan = float_scan(xp, c, 1, g.u[rows], g.v[cols], bound_duals(xp, g.v, rectangular, 0)[cols], 0)
+        scan = float_scan(xp, c, 1, replica.u[rows], replica.v[cols], bound_duals(xp, replica.v, rectangular, 0)[cols], 0)
         if scan is None:
             raise RuntimeError("dlap internal error: a slab holds costs beyond FLOAT_HEADROOM unscaled")
         sizes = np.diff(self.spec.bounds).tolist()
@@ -200,7 +200,7 @@ class DistributedSolver:
             scan.row_minima, scan.row_errors = self._merged(scan.row_minima, scan.row_errors)
             scan.cost_minima = comm.allreduce(scan.cost_minima, "min")
         picked, picked_rows = self._picked()
-        slack = widened(picked) - g.u[picked_rows] - g.v[g.row_match[picked_rows]]
+        slack = widened(picked) - replica.u[picked_rows] - replica.v[replica.row_match[picked_rows]]
         worst = to_host(comm.allreduce(xp.asarray([scan.violation, scan.largest,
                                                  float(abs(slack).max()) if slack.shape[0] else 0.0]), "max"))
         scan.violation, scan.largest = float(worst[0]), float(worst[1])
@@ -211,7 +211,7 @@ class DistributedSolver:
                 return [self._merged(low, error) for low, error in found]
             return [(comm.allgatherv(low, sizes), comm.allgatherv(error, sizes)) for low, error in found]
 
-        return float_verdict(xp, scan, comm.allgatherv(widened(picked)), g.row_match, g.u, g.v, float(worst[2]), 0,
+        return float_verdict(xp, scan, comm.allgatherv(widened(picked)), replica.row_match, replica.u, replica.v, float(worst[2]), 0,
                              float(np.finfo(c.dtype).tiny), CERTIFICATE_RTOL, None, False, [], reductions,
                              stored=False)
 
@@ -226,29 +226,29 @@ class DistributedSolver:
     def _integer_certificate(self) -> Certificate:
         """The integer certificate, exactly: the slab's row minima of c - v (the local kernel, in
         float64, exact for the solved form's integers), the assigned entries summed in Python ints."""
-        xp, g, spec, comm, s = self.xp, self.g, self.spec, self.comm, self.slab
+        xp, replica, spec, comm, slab = self.xp, self.replica, self.spec, self.comm, self.slab
         n_rows, n_cols = spec.shape
         rectangular = n_rows < n_cols
         rows, cols = self._slices()
-        v_bounded = xp.minimum(g.v, 0.0) if rectangular else g.v
-        s.v[:] = v_bounded[cols]
-        self.backend.local.row_duals(s)  # the slab's row minima of c - v: the repaired row duals
+        v_bounded = xp.minimum(replica.v, 0.0) if rectangular else replica.v
+        slab.v[:] = v_bounded[cols]
+        self.backend.local.row_duals(slab)  # the slab's row minima of c - v: the repaired row duals
         u_repaired = xp.full(n_rows, np.inf)
-        u_repaired[rows] = s.u
-        violation = float((g.u[rows] - s.u).max()) if s.u.shape[0] else 0.0
+        u_repaired[rows] = slab.u
+        violation = float((replica.u[rows] - slab.u).max()) if slab.u.shape[0] else 0.0
         picked, picked_rows = self._picked()
         wide = picked.astype(np.int64)  # two int64 sums of 31-bit parts, which no matrix size overflows
         parts = to_host(comm.allreduce(xp.stack([(wide >> 31).sum(), (wide & (2**31 - 1)).sum()]), "sum"))
         total = int(parts[0]) * 2**31 + int(parts[1])
-        slack = picked.astype(np.float64) - g.u[picked_rows] - g.v[g.row_match[picked_rows]]
+        slack = picked.astype(np.float64) - replica.u[picked_rows] - replica.v[replica.row_match[picked_rows]]
         slackness = float(xp.abs(slack).max()) if slack.shape[0] else 0.0
         u_repaired = comm.allreduce(u_repaired, "min")
         worst = to_host(comm.allreduce(xp.asarray([max(violation, 0.0), slackness]), "max"))
         if rectangular:
             assigned = xp.zeros(n_cols, dtype=bool)
-            assigned[g.row_match] = True
-            worst[0] = max(worst[0], float(xp.maximum(g.v, 0.0).max()))
-            worst[1] = max(worst[1], float(xp.abs(g.v[~assigned]).max()))
+            assigned[replica.row_match] = True
+            worst[0] = max(worst[0], float(xp.maximum(replica.v, 0.0).max()))
+            worst[1] = max(worst[1], float(xp.abs(replica.v[~assigned]).max()))
         bound = exact_sum(u_repaired.astype(np.int64), v_bounded.astype(np.int64))  # whole numbers, exactly
         gap = total - bound
         return Certificate(
@@ -451,8 +451,8 @@ def run_rank(slab, spec: RankSpec) -> RankResult | RankAborted | dict:
         solver.stats.phase_seconds["comm_setup"] = started - setup
         solver.stats.phase_counts["comm_kept"] = int(getattr(comm, "kept", False))
         solver.stats.phase_counts["comm_sockets"] = int(isinstance(comm, SocketComm))
-        g = solver.g
-        row_match, u, v = solver.backend.local.to_host(g)
+        replica = solver.replica
+        row_match, u, v = solver.backend.local.to_host(replica)
         return RankResult(
             row_match=np.asarray(row_match, dtype=np.int64), u=np.asarray(u), v=np.asarray(v),
             stats=solver.stats.as_dict(), certificate=certificate, window=(entered, time.time()),

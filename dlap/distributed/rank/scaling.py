@@ -64,15 +64,15 @@ class DistributedScaling:
         """Step 1 of :mod:`dlap.hungarian.scaling` over the column slabs; returns the greedy
         assignment's total excess, or None where a row has no finite entry."""
         self._require_columns()
-        xp, s = self.xp, self.slab
+        xp, slab = self.xp, self.slab
         square = state.n_rows == state.n_cols
         state.v[:] = 0.0
         if square:
-            self.local.initial_reduction(s, columns=False)
-            row_low = self._rows_of_slabs(s.u)
+            self.local.initial_reduction(slab, columns=False)
+            row_low = self._rows_of_slabs(slab.u)
             if self._infeasible_if(row_low):
                 return None
-            state.v[:] = self._columns_of_slabs(_competition_prices(s.cost, row_low, xp))
+            state.v[:] = self._columns_of_slabs(_competition_prices(slab.cost, row_low, xp))
             finite = state.v[state.v < np.inf]
             top = float(finite.max()) if finite.shape[0] else 0.0
             state.v[:] = xp.where(state.v < np.inf, state.v - top, 0.0)
@@ -82,7 +82,7 @@ class DistributedScaling:
         picked, taken = self._greedy(state, order)
         if square:
             self._fit_prices(state, order, picked, taken)
-        state.v[:] = self._columns_of_slabs(s.v)
+        state.v[:] = self._columns_of_slabs(slab.v)
         state.u[:] = self._row_minima(state, state.v)
         if self._infeasible_if(state.u):
             return None
@@ -96,12 +96,12 @@ class DistributedScaling:
         """Rows in ``order``, each taking its cheapest untaken column (one all-gather per row:
         each rank's cheapest untaken column, the lowest column winning ties). Returns the picks
         (global columns, -1 for none) and this rank's taken flags."""
-        xp, s = self.xp, self.slab
+        xp, slab = self.xp, self.slab
         self._load_duals(state)
-        taken = xp.zeros(s.v.shape[0], dtype=bool)
+        taken = xp.zeros(slab.v.shape[0], dtype=bool)
         picked = np.full(state.n_rows, -1, dtype=np.int64)
         for q, i in enumerate(_host_list(order)):
-            reduced = s.cost[i].astype(np.float64) - s.v
+            reduced = slab.cost[i].astype(np.float64) - slab.v
             reduced[taken] = np.inf
             j = int(reduced.argmin()) if reduced.shape[0] else 0
             best = float(reduced[j]) if reduced.shape[0] else np.inf
@@ -118,7 +118,7 @@ class DistributedScaling:
         """The fit of ``greedy_prices``, last row first: each row lowers the price of every
         column taken before it that it would rather have, to its own column's reduced cost,
         which the column's owner broadcasts."""
-        xp, s = self.xp, self.slab
+        xp, slab = self.xp, self.slab
         for q in range(state.n_rows - 1, -1, -1):
             jq = int(picked[q])
             if jq < 0:
@@ -128,11 +128,11 @@ class DistributedScaling:
             own = np.inf
             if owner == self.rank:
                 taken[jq - self.lo] = False
-                own = float(s.cost[i, jq - self.lo]) - float(s.v[jq - self.lo])
+                own = float(slab.cost[i, jq - self.lo]) - float(slab.v[jq - self.lo])
             own = float(to_host(self.comm.bcast(xp.asarray([own]), root=owner))[0])
-            reduced = s.cost[i].astype(np.float64) - s.v
+            reduced = slab.cost[i].astype(np.float64) - slab.v
             lower = taken & (reduced < own)
-            s.v[lower] -= own - reduced[lower]
+            slab.v[lower] -= own - reduced[lower]
 
     # ------------------------------------------------------------------ step 2
 
@@ -148,18 +148,18 @@ class DistributedScaling:
         self._require_columns()
         if virtual and state.n_cols > state.n_rows:
             raise RuntimeError("dlap internal error: the Dask engine's ε-scaling is for square matrices")
-        xp, s = self.xp, self.slab
+        xp, slab = self.xp, self.slab
         rows = _host_list(xp.sort(state.free_rows[: state.n_free]))
         row_match, col_match = to_host(state.row_match).copy(), to_host(state.col_match).copy()
         self._load_duals(state)
-        s.v_open[:] = s.v
+        slab.v_open[:] = slab.v
         for i0 in rows[::-1] if reverse else rows:
             self.tallies["searches"] += 1
             end, length, done, dist, preds = self._search(state, i0, col_match)
             state.v[done] -= xp.maximum(length - dist, eps)
             mine = done[(done >= self.lo) & (done < self.hi)] - self.lo  # only their prices changed
-            s.v[mine] = state.v[mine + self.lo]
-            s.v_open[mine] = s.v[mine]
+            slab.v[mine] = state.v[mine + self.lo]
+            slab.v_open[mine] = slab.v[mine]
             if end < 0:
                 return False
             path_rows, path_cols, j = [], [], end
@@ -186,14 +186,14 @@ class DistributedScaling:
         the assignment on the host. Returns (free column or -1, path length, the completed
         columns and their distances, and their predecessors by column), the predecessors
         written to the replica's ``col_pred`` too."""
-        s = self.slab
-        s.slack[:] = np.inf
+        slab = self.slab
+        slab.slack[:] = np.inf
         match = state.col_match[self.lo : self.hi]
         starts = np.asarray(self.bounds[:-1], dtype=np.float64)
         row, shift = i0, 0.0
         preds, done_dist, level = {}, [], -np.inf  # the completed columns (in order) and predecessors
         while True:
-            offer = self.local.search_offer(s, match, row, shift)
+            offer = self.local.search_offer(slab, match, row, shift)
             self.tallies["rows_scanned"] += 1
             offers = to_host(self.comm.allgather(offer))
             offers[:, 1] += np.where(offers[:, 1] >= 0, starts, 0.0)  # each slab's column, globally
@@ -207,8 +207,8 @@ class DistributedScaling:
             preds[j] = int(offers[r, 4])
             done_dist.append(best)
             if r == self.rank:
-                s.slack[j - self.lo] = np.inf
-                s.v_open[j - self.lo] = -np.inf
+                slab.slack[j - self.lo] = np.inf
+                slab.v_open[j - self.lo] = -np.inf
             level = max(level, best)
             if offers[r, 2] > 0:
                 return j, level, *self._completed(state, preds, done_dist), preds
@@ -237,10 +237,10 @@ class DistributedScaling:
 
     def matched_at(self, state, rows, cols):
         """``C[rows[k], cols[k]]`` in float64, each entry from the slab holding its column."""
-        xp, s = self.xp, self.slab
+        xp, slab = self.xp, self.slab
         mine = (cols >= self.lo) & (cols < self.hi)
         out = xp.full(rows.shape[0], np.inf)
-        out[mine] = s.cost[rows[mine], cols[mine] - self.lo].astype(np.float64)
+        out[mine] = slab.cost[rows[mine], cols[mine] - self.lo].astype(np.float64)
         return self.comm.allreduce(out, "min")
 
     def _owner(self, col: int) -> int:

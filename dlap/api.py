@@ -235,7 +235,7 @@ def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **o
     loaded in the background (for this call where there is time, else for the next ones), and
     the start is the answer unless they come in time (:mod:`dlap.dgs.loading`)."""
     from .dgs import loading, run_dgs
-    from .hungarian.phases import PhaseTimer
+    from .timing import PhaseTimer
 
     initial = None
     if deadline < np.inf and not loading.kernels_ready(device, problem.matrix):

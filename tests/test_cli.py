@@ -87,7 +87,7 @@ def test_bench_writes_json_records_and_a_table(tmp_path, capsys):
 
 def test_bench_hard_suite_maximises_benefit_and_agrees(tmp_path, capsys, monkeypatch):
     """--suite hard: the structured families, a benefit matrix maximised by every solver (lap
-    gets the negated matrix), the same optimum everywhere, no ANCHORS.md column on a CPU run."""
+    gets the negated matrix), the same optimum everywhere, no anchors column on a CPU run."""
     monkeypatch.delenv("DLAP_LAPX_DIR", raising=False)
     out = tmp_path / "hard.jsonl"
     assert run("bench", "--suite", "hard", "--n", "40", "--solvers", "dlap", "dlap-scaling", "scipy", "lap",

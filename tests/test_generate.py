@@ -35,7 +35,7 @@ def test_generators_are_seeded_and_shaped():
     u = generate.uniform(200, 0.1, seed=1)
     assert u.dtype == np.int32 and u.shape == (200, 200) and u.min() >= 0 and u.max() < 20
     assert generate.uniform(10, 10, m=30).shape == (10, 30)
-    # the ANCHORS.md instance definition, exactly
+    # the anchors' instance definition (docs/benchmarks.md), exactly
     expected = np.random.default_rng(5).integers(0, 1000, size=(100, 100), dtype=np.int32)
     np.testing.assert_array_equal(generate.uniform(100, 10, seed=5), expected)
     g = generate.geometric(30, same_points=True)

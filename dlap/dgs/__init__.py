@@ -14,7 +14,7 @@ def run_dgs(backend, problem: Problem, stats: Stats, deadline: float, **options)
     column reductions (section 4.1 of Date & Nagi), whose sum bounds the optimum from below;
     CuPy arrays where the problem's matrix is on a GPU."""
     from ..backends import switching as switching_for
-    from ..hungarian.phases import PhaseTimer
+    from ..timing import PhaseTimer
 
     stats.method = "dgs"
     state = backend.allocate(problem)

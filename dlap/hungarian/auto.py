@@ -25,9 +25,10 @@ Rectangular matrices stay with the variants: the extra columns absorb the confli
 from __future__ import annotations
 
 from ..result import Stats
+from ..timing import PhaseTimer
 from .classical import run_classical
 from .hybrid import run_hybrid
-from .phases import PhaseTimer, Progress, initialise
+from .phases import Progress, initialise
 from .scaling import solve_scaling
 from .tree import run_tree
 

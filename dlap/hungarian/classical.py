@@ -18,7 +18,8 @@ import math
 
 from ..problem import InfeasibleError
 from ..result import Stats
-from .phases import PhaseTimer, augment_paths, check, drive
+from ..timing import PhaseTimer
+from .phases import augment_paths, check, drive
 
 
 def classical_search(backend, state, stats: Stats, phase: PhaseTimer, resume: bool = False) -> bool:

@@ -17,8 +17,9 @@ updates); on wide ranges it hands over (f = 10 needs 58 to 71, each a compressio
 from __future__ import annotations
 
 from ..result import Stats
+from ..timing import PhaseTimer
 from .classical import classical_iterations
-from .phases import PhaseTimer, drive
+from .phases import drive
 from .tree import tree_iterations
 
 #: dual updates the classical variant may make before the hybrid switches to the tree variant: at

@@ -53,7 +53,8 @@ import numpy as np
 from ..device import array_module
 from ..problem import InfeasibleError
 from ..result import Stats
-from .phases import PhaseTimer, Progress, drive
+from ..timing import PhaseTimer
+from .phases import Progress, drive
 from .tree import run_tree
 
 #: θ: ε is divided by this between ε-phases. With rounds of bids a phase's cost is mostly its

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from ..problem import InfeasibleError
 from ..result import Stats
-from .phases import PhaseTimer, augment_paths, check, drive
+from ..timing import PhaseTimer
+from .phases import augment_paths, check, drive
 
 #: roots="auto": search from all free rows while more than this fraction of rows is free
 AUTO_FOREST_FRACTION = 0.25

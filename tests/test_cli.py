@@ -107,7 +107,7 @@ def test_bench_hard_suite_maximises_benefit_and_agrees(tmp_path, capsys, monkeyp
     r, c = linear_sum_assignment(cost, maximize=True)
     assert benefit[0]["objective"] == pytest.approx(cost[r, c].sum(), rel=1e-12)
     table = capsys.readouterr().out
-    assert "| ties levels=4 | 40 |" in table and "ANCHORS" not in table
+    assert "| ties levels=4 | 40 |" in table and "best peer" not in table
     assert all(line.endswith("| yes | yes |") for line in table.splitlines() if line.startswith("| ") and "| 40 |" in line)
 
 

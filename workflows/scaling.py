@@ -11,7 +11,7 @@ compiles the kernels, then each solve is timed. ``solve_s`` is the ranks' own ti
 first reduction to the certificate, the paper's timing); ``wall_s`` adds placement (generation)
 and the client's overhead. Efficiency: strong t_1 / (p t_p), weak t_1 / t_p.
 
-    python workflows/scaling.py strong --n 40000 --f 10 --ranks 1 2 --out workflows/results/scaling.jsonl
+    python workflows/scaling.py strong --n 40000 --f 10 --ranks 1 2 --out scaling.jsonl
     python workflows/scaling.py weak --n 10000 --f 10 --ranks 1 2 4
 """
 

@@ -1,4 +1,4 @@
-"""``dlap bench --method dgs``: Deep Greedy Switching against dlap's exact solver, side by side.
+"""``dlap bench --suite dgs``: Deep Greedy Switching against dlap's exact solver, side by side.
 
 For every instance: the exact optimum and its time (dlap's exact solver on the same device), DGS
 run to convergence (time, gap to the optimum, switches, and the time of each DGS phase, to show

@@ -270,7 +270,7 @@ def _label(record) -> str:
 
 
 def _anchor(family, f, n):
-    """(seconds, peer) of the fastest peer the anchors lists for this instance on one H200, or None."""
+    """(seconds, peer) of the fastest peer the anchors list for this instance on one H200, or None."""
     if family == "uniform":
         return (HYLAC_H200[(f, n)], "HyLAC hybrid") if (f, n) in HYLAC_H200 else None
     return HARD_ANCHORS_H200.get((family, f, n))
@@ -278,12 +278,12 @@ def _anchor(family, f, n):
 
 def table(records) -> str:
     """Markdown table: one row per instance, median seconds per solver, dlap's ratios to peers
-    (and to the fastest peer's the anchors time where the instance is in the anchors)."""
+    (and to the fastest peer's anchor time where the anchors have the instance)."""
     solvers = list(dict.fromkeys(_label(r) for r in records))
     keys = list(dict.fromkeys((r["family"], r["f"], r["n"]) for r in records))
     dlap_name = next((s for s in solvers if s.startswith("dlap")), None)
     ratio_to = [s for s in ("lap", "lapx", "scipy") if s in solvers and dlap_name]
-    # the anchors's times are one H200's: a column for GPU runs only
+    # the anchors are one H200's times: a column for GPU runs only
     anchors = any(r["device"] == "gpu" for r in records) and any(_anchor(*k) for k in keys)
     head = ["family", "n"] + solvers + (["best peer (the anchors)"] if anchors else [])
     head += [f"{dlap_name} / {p}" for p in ratio_to + (["best peer"] if anchors else [])]
@@ -310,7 +310,7 @@ def table(records) -> str:
 
 def plot(records, file) -> None:
     """PNG: seconds against n per uniform cost range, dlap's GPU solvers (both timings), the CPU
-    peers and HyLAC hybrid's the anchors times."""
+    peers and HyLAC hybrid's anchor times."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -326,7 +326,7 @@ def plot(records, file) -> None:
             ax.plot(*zip(*pts, strict=True), marker="o", label=label)
         hylac = sorted((n, t) for (ff, n), t in HYLAC_H200.items() if family == "uniform" and ff == f)
         if hylac:
-            ax.plot(*zip(*hylac, strict=True), marker="s", linestyle="--", color="black", label="HyLAC hybrid (ANCHORS)")
+            ax.plot(*zip(*hylac, strict=True), marker="s", linestyle="--", color="black", label="HyLAC hybrid (anchors)")
         ax.set(xscale="log", yscale="log", xlabel="n", ylabel="seconds",
                title=family if f is None else f"{family} f={f:g}")
         ax.grid(True, which="both", alpha=0.3)

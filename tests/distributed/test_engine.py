@@ -2,7 +2,7 @@
 
 Every solve here runs over 2 to 4 worker processes that exchange their vectors over TCP sockets
 between them (the CPU Comm, connected through Dask's worker-to-worker RPC); the GPU tests
-(test_distributed_gpu.py) run the same engine over NCCL. On a host with one GPU these workers all
+(tests/distributed/test_engine_gpu.py) run the same engine over NCCL. On a host with one GPU these workers all
 see it: ``device="auto"`` then keeps split solves on their CPUs (NCCL refuses two ranks on one
 GPU), and a one-rank solve goes to the GPU; the tests of ``method="auto"`` ask for the CPU.
 """
@@ -630,7 +630,7 @@ def test_errors(client):
 def test_a_failing_rank_ends_the_solve(client):
     """A slab holding a NaN fails in placement, before any rank joins a comm: scipy's error comes
     back within 30 s and the cluster solves the next matrix. (A rank failing mid-solve is the
-    dead-worker test below, and on GPUs tests/test_distributed_gpu.py.)"""
+    dead-worker test below, and on GPUs tests/distributed/test_engine_gpu.py.)"""
     cost = uniform_block((0, 300), (0, 300), 300, 3000, 4).astype(np.float64)
     assert_nan_slab_refused(lambda c, method: dd.solve(da.from_array(c, chunks=(100, 100)), client, method=method), cost)
     check(cost, client, "tree", chunks=(100, 100))

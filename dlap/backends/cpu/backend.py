@@ -1,4 +1,4 @@
-"""CPU backend: the phase primitives on NumPy arrays, run by the Numba kernels of cpu_kernels."""
+"""CPU backend: the phase primitives on NumPy arrays, run by the Numba kernels of backends/cpu/hungarian.py and scaling.py."""
 
 from __future__ import annotations
 

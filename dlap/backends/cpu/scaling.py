@@ -23,7 +23,7 @@ Arrays keep the names of the solver state: ``row_match``/``col_match`` (A_r/A_c)
 ``col_pred`` (P_c). ``dist`` is the state's ``slack`` array, ``v_open`` holds ``v`` for the columns
 a search has not completed and -inf for those it has (so their candidate distance is +inf and the
 scan needs no mask), ``done``/``done_dist`` list the completed columns and their distances.
-Entries are widened to float64 before any arithmetic, as in :mod:`cpu_kernels`.
+Entries are widened to float64 before any arithmetic, as in :mod:`dlap.backends.cpu.hungarian`.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ SCALING_WIDE: bool | None = None
 class GPUState(HungarianState):
     """The shared state plus the device control block, the barrier and the upload's reductions."""
 
-    ctl: Any = None  # uint64[CTL_SIZE]: counters and scalars (gpu_kernels.CTL_*)
+    ctl: Any = None  # uint64[CTL_SIZE]: counters and scalars (backends/constants.py, CTL_*)
     barrier: Any = None  # uint32[2]: the persistent kernels' grid barrier
     device_id: int = 0
     zeros_rows: Any = None

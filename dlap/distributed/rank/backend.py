@@ -415,7 +415,7 @@ class DistributedBackend(DistributedScaling, Backend):
 
 def _bids(terms, eps: float, xp):
     """Each row's bid from its terms (u1, j1, u2, uf, jf), the rule of the CPU's ``_bids``
-    (dlap/backends/cpu_scaling.py): a free column at the minimum at no price change, else the
+    (dlap/backends/cpu/scaling.py): a free column at the minimum at no price change, else the
     cheapest column lowered by ``u2 - u1 + eps`` (by ``eps`` alone where u2 is infinite; no bid
     with ``eps = 0`` on a tie or a single finite entry). Returns (column or -1, decrement)."""
     u1, j1, u2, uf, jf = (terms[:, k] for k in range(5))

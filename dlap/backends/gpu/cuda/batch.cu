@@ -2,7 +2,7 @@
 //
 // Each block solves its problem by shortest augmenting paths, one free row at a time, after
 // Jonker-Volgenant's column reduction for a square problem: the Jonker-Volgenant / Crouse search
-// that backends/cpu_batch.py runs on one CPU thread, with
+// that backends/cpu/batch.py runs on one CPU thread, with
 // the block's threads splitting each search step's pass over the columns and a block-wide
 // arg-min choosing the column to settle. Nothing returns to the host until every problem is
 // solved: one launch for the whole batch.

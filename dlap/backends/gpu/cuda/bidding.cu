@@ -2,7 +2,7 @@
 // by one persistent kernel: Jonker & Volgenant's augmenting row reduction with eps = 0 (the JV
 // initialisation, and the start of the ε-scaling engine's exact phase), and the bidding rounds
 // that assign most rows of each ε-phase (dlap/hungarian/scaling.py) with eps > 0. The rule is
-// cpu_scaling._bids / bidding_round, step for step, so the two backends reach the same prices.
+// backends/cpu/scaling.py's _bids / bidding_round, step for step, so the two backends reach the same prices.
 //
 // Every free row finds its smallest reduced cost u1 (column j1), the second smallest u2, and
 // the smallest over the free columns uf (jf). Its bid:
@@ -142,7 +142,7 @@ __device__ void row_bid(const T* row, int group_threads, int n_cols, const doubl
 
 // Backend.row_minima_terms: terms[q] = (u1, j1, u2, uf, jf) of row rows[q] (row_terms, one block
 // per row, columns -1 where the value is +inf): the bids of the Dask engine's ranks, whose rounds
-// combine every rank's terms over its columns before any bid (dlap/distributed/backend.py), and
+// combine every rank's terms over its columns before any bid (dlap/distributed/rank/backend.py), and
 // its reduction transfer. Grid-stride over the rows: this module is launched cooperatively.
 template <typename T>
 __global__ void __launch_bounds__(BID_THREADS, 1) row_minima_terms(const T* C, int n_cols, const double* v, const int* col_match, const int* rows,

@@ -29,7 +29,7 @@ __device__ __forceinline__ double widen(float x) {
 }
 
 // The zero-slack test's bound on the rounding error of c - u - v: a few ulps of the operands, 0
-// for integers (tol_scale = 0); no fixed epsilon (cpu_kernels.slack_tolerance is the same).
+// for integers (tol_scale = 0); no fixed epsilon (backends/cpu/hungarian.py's slack_tolerance is the same).
 __device__ __forceinline__ double slack_tolerance(double c, double ui, double vj, double tol_scale) {
     return tol_scale * (fabs(c) + fabs(ui) + fabs(vj));
 }

@@ -1,4 +1,4 @@
-// Deep Greedy Switching on the GPU (Roverso et al., section 5; the CPU twin is cpu_dgs.py).
+// Deep Greedy Switching on the GPU (Roverso et al., section 5; the CPU twin is backends/cpu/dgs.py).
 //
 // Candidate k < n_rows is agent k's best 2-exchange (ADE, Algorithm 2), k >= n_rows job
 // k - n_rows's (JDE); a candidate is the pair of columns (cand_a, cand_b) whose holders swap.

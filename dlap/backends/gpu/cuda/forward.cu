@@ -399,11 +399,11 @@ tree_join(const double* offered, int n, double level, int lo, int hi, double* sl
 }
 
 // One step of an ε-scaling search over a column slab (the Dask engine's searches across the
-// ranks, dlap/distributed/scaling.py), persistent: row `row` (unless -1) lowers dist to
+// ranks, dlap/distributed/rank/scaling.py), persistent: row `row` (unless -1) lowers dist to
 // (C[row] - v_open) + shift, recording it in pred; then offer = (the smallest distance, the first
 // free column at it, else the first column at it, 1.0 if that column is free under match, the
 // reduced cost C[match[j], j] - v[j] of its row there, its predecessor), as the CPU kernel's
-// search_offer (cpu_scaling.py) computes it. One launch, where the array version took a dozen
+// search_offer (backends/cpu/scaling.py) computes it. One launch, where the array version took a dozen
 // steps with host reads. ctl[CTL_OFFER_LOW] must hold ordered(+inf), CTL_OFFER_COUNT and
 // CTL_OFFER_FREE 0 at launch; the kernel leaves them so.
 template <typename T>

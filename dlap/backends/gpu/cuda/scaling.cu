@@ -1,5 +1,5 @@
 // The ε-scaling engine (dlap/hungarian/scaling.py) on the GPU: the CPU backend's kernels
-// (cpu_scaling.py) with the same arithmetic in the same order, so a search with one block gives
+// (backends/cpu/scaling.py) with the same arithmetic in the same order, so a search with one block gives
 // the CPU's answer bit for bit.
 //
 // Price initialisation: the second-smallest row-reduced cost per column (row bands, then a
@@ -202,7 +202,7 @@ __global__ void row_regret(const T* C, int n_cols, const double* v, double* regr
     if (threadIdx.x == 0) regret[blockIdx.x] = b < DLAP_INF ? b - a : 0.0;
 }
 
-// The greedy assignment by decreasing regret and the price fit of cpu_scaling.greedy_prices, by one
+// The greedy assignment by decreasing regret and the price fit of backends/cpu/scaling.py's greedy_prices, by one
 // cluster of CLUSTER blocks (one block where clusters do not exist), each owning a slice of the
 // columns as a search's blocks do. Rows in `order` each take their cheapest untaken column, first
 // index on ties: each block publishes the lexicographic minimum of (reduced cost, column) over its

@@ -6,6 +6,7 @@
 from .api import linear_sum_assignment, solve
 from .batch import BatchResult, solve_batch
 from .dgs.loading import load_dgs_kernels
+from .points import solve_points
 from .problem import InfeasibleError
 from .result import Assignment, Certificate, Stats
 from .threads import get_num_threads, set_num_threads
@@ -24,5 +25,6 @@ __all__ = [
     "set_num_threads",
     "solve",
     "solve_batch",
+    "solve_points",
     "__version__",
 ]

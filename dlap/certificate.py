@@ -83,8 +83,9 @@ def certify(cost, row_ind, col_ind, objective, row_duals, col_duals, *, maximize
     """Check an assignment of ``cost`` (NumPy, or CuPy: checked on its GPU) and its duals; see the
     module docstring. Raises ValueError for a matrix dlap would refuse (not 2-D, NaN, integers out
     of range), never for a wrong answer: that gets ``optimal=False`` and its ``problems``."""
-    xp = array_module(cost)
-    c = xp.asarray(cost)
+    on_demand = getattr(cost, "on_demand", False)  # costs computed block by block (dlap.points)
+    xp = cost.xp if on_demand else array_module(cost)
+    c = cost if on_demand else xp.asarray(cost)
     if c.ndim != 2:
         raise ValueError(MSG_NOT_2D.format(ndim=c.ndim))
     n, m = c.shape

@@ -50,6 +50,7 @@ FORBIDDEN = {
     "dlap.backends": (("dlap.hungarian", "dlap.distributed", "dlap.api", "dlap.batch", "dlap.dgs"),
                       ("dlap.hungarian.state", "dlap.dgs.state", "dlap.dgs.primitives")),
     "dlap.distributed.rank": (("dlap.api", "dlap.distributed.solve", "dlap.distributed.data"), ()),
+    "dlap.points": (("dlap.api", "dlap.distributed", "dlap.hungarian", "dlap.dgs", "dlap.batch"), ()),
     "dlap.problem": (("dlap.backends", "dlap.hungarian", "dlap.distributed", "dlap.api"), ()),
     "dlap.certificate": (("dlap.backends", "dlap.hungarian", "dlap.distributed", "dlap.api"), ()),
 }

@@ -1,0 +1,236 @@
+"""CPU kernels of the sparse-core engine (dlap/points/core.py): the metric between two points, each
+row's nearest columns, pricing every pair against the duals, dense blocks for the certificate, and
+the exact solve of the sparse core by shortest augmenting paths.
+
+Costs are ``sign * metric(a_i, b_j)`` in float64 (dlap/points/metrics.py defines the metrics), so
+the engine always minimises; ``sign`` is -1 when the caller maximises.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from . import numba_setup  # noqa: F401 - cache folder and wait policy before any kernel compiles
+
+
+@njit(cache=True, inline="always")
+def pair_cost(a, b, na, nb, i, j, metric, p, sign):
+    """``sign * metric(a[i], b[j])`` (metric numbers as in ``dlap.points.metrics.METRIC_IDS``)."""
+    d = a.shape[1]
+    s = 0.0
+    if metric == 0 or metric == 1:  # euclidean, sqeuclidean
+        for k in range(d):
+            t = np.float64(a[i, k]) - np.float64(b[j, k])
+            s += t * t
+        if metric == 0:
+            s = math.sqrt(s)
+    elif metric == 2:  # cityblock
+        for k in range(d):
+            s += abs(np.float64(a[i, k]) - np.float64(b[j, k]))
+    elif metric == 3:  # minkowski
+        for k in range(d):
+            s += abs(np.float64(a[i, k]) - np.float64(b[j, k])) ** p
+        s = s ** (1.0 / p)
+    else:  # cosine
+        for k in range(d):
+            s += np.float64(a[i, k]) * np.float64(b[j, k])
+        s = 1.0 - s / (na[i] * nb[j])
+    return sign * s
+
+
+@njit(cache=True, parallel=True)
+def nearest_columns(a, b, na, nb, metric, p, sign, k, index, cost):
+    """``index[i]``, ``cost[i]``: row i's ``k`` cheapest columns, cheapest first (ties: the lower
+    column)."""
+    m = b.shape[0]
+    for i in prange(a.shape[0]):
+        for t in range(k):
+            cost[i, t] = np.inf
+            index[i, t] = -1
+        worst = np.inf
+        for j in range(m):
+            c = pair_cost(a, b, na, nb, i, j, metric, p, sign)
+            if c < worst:
+                t = k - 1
+                while t > 0 and cost[i, t - 1] > c:
+                    cost[i, t] = cost[i, t - 1]
+                    index[i, t] = index[i, t - 1]
+                    t -= 1
+                cost[i, t] = c
+                index[i, t] = j
+                worst = cost[i, k - 1]
+
+
+@njit(cache=True, parallel=True)
+def price(a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count):
+    """Pricing: every pair's reduced cost ``c_ij - u_i - v_j``. Row i's most negative ones below
+    ``-rtol * (|c_ij| + |u_i| + |v_j|)`` go to ``index[i]``, ``reduced[i]`` (as many as fit, most
+    negative first), and ``count[i]`` says how many there were."""
+    m, cap = b.shape[0], index.shape[1]
+    for i in prange(a.shape[0]):
+        found = 0
+        worst = 0.0  # the least negative kept, once the buffer is full
+        for j in range(m):
+            c = pair_cost(a, b, na, nb, i, j, metric, p, sign)
+            r = c - u[i] - v[j]
+            if r < -rtol * (abs(c) + abs(u[i]) + abs(v[j])):
+                if found < cap:
+                    t = found
+                elif r < worst:
+                    t = cap - 1
+                else:
+                    found += 1
+                    continue
+                while t > 0 and reduced[i, t - 1] > r:
+                    reduced[i, t] = reduced[i, t - 1]
+                    index[i, t] = index[i, t - 1]
+                    t -= 1
+                reduced[i, t] = r
+                index[i, t] = j
+                found += 1
+                worst = reduced[i, min(found, cap) - 1]
+        count[i] = found
+
+
+@njit(cache=True, parallel=True)
+def block_costs(a, b, na, nb, metric, p, sign, start, out):
+    """``out[r, j] = c[start + r, j]`` for the rows of ``out``."""
+    for r in prange(out.shape[0]):
+        for j in range(b.shape[0]):
+            out[r, j] = pair_cost(a, b, na, nb, start + r, j, metric, p, sign)
+
+
+@njit(cache=True, parallel=True)
+def pair_costs(a, b, na, nb, metric, p, sign, rows, cols, out):
+    """``out[t] = c[rows[t], cols[t]]``."""
+    for t in prange(rows.shape[0]):
+        out[t] = pair_cost(a, b, na, nb, rows[t], cols[t], metric, p, sign)
+
+
+@njit(cache=True)
+def _sift_up(keys, items, t):
+    while t > 0:
+        parent = (t - 1) >> 1
+        if keys[parent] <= keys[t]:
+            break
+        keys[parent], keys[t] = keys[t], keys[parent]
+        items[parent], items[t] = items[t], items[parent]
+        t = parent
+
+
+@njit(cache=True)
+def _pop(keys, items, size):
+    """Remove the heap's smallest (returned) from a heap of ``size`` entries."""
+    key, item = keys[0], items[0]
+    size -= 1
+    keys[0], items[0] = keys[size], items[size]
+    t = 0
+    while True:
+        left = 2 * t + 1
+        if left >= size:
+            break
+        child = left + 1 if left + 1 < size and keys[left + 1] < keys[left] else left
+        if keys[t] <= keys[child]:
+            break
+        keys[t], keys[child] = keys[child], keys[t]
+        items[t], items[child] = items[child], items[t]
+        t = child
+    return key, item
+
+
+@njit(cache=True)
+def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters):
+    """Shortest augmenting paths on a sparse graph (CSR rows ``indptr``/``indices``/``costs``,
+    absent pairs forbidden), one per row of ``rows`` in order, from feasible duals ``u``, ``v``
+    and a matching of tight pairs (Crouse's rectangular algorithm, IEEE TAES 2016, on a heap:
+    columns never reached cost nothing). Each search ends at the nearest unmatched column; the
+    duals stay feasible, matched pairs tight, and unmatched columns' duals are never changed.
+
+    Returns -1, or the position in ``rows`` of a row no path leaves from; ``scanned[:counters[2]]``
+    then lists the rows its search reached (the engine adds edges from them and asks again).
+    ``counters``: [0] searches, [1] columns reached, [2] rows in the failed search."""
+    m = v.shape[0]
+    dist = np.full(m, np.inf)
+    pred = np.empty(m, dtype=np.int64)
+    done = np.zeros(m, dtype=np.bool_)
+    touched = np.empty(m, dtype=np.int64)
+    keys = np.empty(16, dtype=np.float64)
+    items = np.empty(16, dtype=np.int64)
+    tree_rows = np.empty(u.shape[0], dtype=np.int64)
+    for position in range(rows.shape[0]):
+        start = rows[position]
+        if col4row[start] >= 0:
+            continue
+        counters[0] += 1
+        n_touched, n_tree, size = 0, 0, 0
+        i, base, sink = start, 0.0, -1
+        while True:
+            tree_rows[n_tree] = i
+            n_tree += 1
+            for e in range(indptr[i], indptr[i + 1]):
+                j = indices[e]
+                if done[j]:
+                    continue
+                r = base + costs[e] - u[i] - v[j]
+                if r < dist[j]:
+                    if dist[j] == np.inf:
+                        touched[n_touched] = j
+                        n_touched += 1
+                    dist[j] = r
+                    pred[j] = i
+                    if size == keys.shape[0]:
+                        keys = np.concatenate((keys, np.empty(size, dtype=np.float64)))
+                        items = np.concatenate((items, np.empty(size, dtype=np.int64)))
+                    keys[size], items[size] = r, j
+                    _sift_up(keys, items, size)
+                    size += 1
+            j = -1
+            while size > 0:
+                key, candidate = _pop(keys, items, size)
+                size -= 1
+                if not done[candidate] and key == dist[candidate]:
+                    j = candidate
+                    break
+            if j < 0:
+                break
+            done[j] = True
+            base = dist[j]
+            if row4col[j] < 0:
+                sink = j
+                break
+            i = row4col[j]
+        counters[1] += n_touched
+        if sink < 0:
+            for t in range(n_tree):
+                scanned[t] = tree_rows[t]
+            counters[2] = n_tree
+            for t in range(n_touched):
+                dist[touched[t]] = np.inf
+                done[touched[t]] = False
+            return position
+        # dual update: the search's rows and completed columns, as in Crouse's step 5
+        u[start] += base
+        for t in range(1, n_tree):
+            r = tree_rows[t]
+            u[r] += base - dist[col4row[r]]
+        for t in range(n_touched):
+            j = touched[t]
+            if done[j]:
+                v[j] -= base - dist[j]
+        # augment along the path to the sink
+        j = sink
+        while True:
+            r = pred[j]
+            row4col[j] = r
+            previous = col4row[r]
+            col4row[r] = j
+            if r == start:
+                break
+            j = previous
+        for t in range(n_touched):
+            dist[touched[t]] = np.inf
+            done[touched[t]] = False
+    return -1

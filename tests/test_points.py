@@ -1,0 +1,128 @@
+"""dlap.solve_points: the sparse-core engine against scipy on the dense matrix, for every metric,
+dtype, orientation and maximise; pricing that finds what no candidate list holds; the certificate
+over every pair."""
+
+import dataclasses
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linear_sum_assignment as scipy_lsa
+from scipy.spatial.distance import cdist
+
+import dlap
+from dlap.points.metrics import METRICS
+
+from .helpers import assert_valid
+
+
+def _dense(a, b, metric, p):
+    return cdist(a.astype(np.float64), b.astype(np.float64), metric, **({"p": p} if metric == "minkowski" else {}))
+
+
+def _check(a, b, metric="euclidean", p=None, maximize=False, **options):
+    result = dlap.solve_points(a, b, metric, p=p, maximize=maximize, **options)
+    dense = _dense(a, b, metric, 2.0 if p is None else p)
+    rows, cols = scipy_lsa(dense, maximize=maximize)
+    assert_valid(result, dense, maximize)
+    assert result.objective == pytest.approx(dense[rows, cols].sum(), rel=1e-9, abs=1e-9)
+    certificate = result.verify()
+    assert certificate.optimal, certificate
+    return result
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 40), m=st.integers(1, 40), d=st.integers(1, 5),
+    metric=st.sampled_from(METRICS), maximize=st.booleans(),
+    dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31 - 1),
+    candidates=st.integers(1, 6), clustered=st.booleans(),
+)
+def test_the_optimum_of_the_dense_matrix(n, m, d, metric, maximize, dtype, seed, candidates, clustered):
+    rng = np.random.default_rng(seed)
+    a, b = rng.random((n, d)), rng.random((m, d))
+    if clustered:  # many ties and near-ties: points on a coarse grid
+        a, b = np.round(a * 3) / 3 + 0.1, np.round(b * 3) / 3 + 0.1
+    p = 1.5 if metric == "minkowski" else None
+    _check(a.astype(dtype), b.astype(dtype), metric, p, maximize, candidates=candidates)
+
+
+@pytest.mark.parametrize("n, m", [(300, 300), (200, 350), (350, 200)])
+def test_larger_sets_with_one_candidate_each(n, m):
+    """k = 1: the first core is a forest; dead ends and pricing rounds make up the rest."""
+    rng = np.random.default_rng(n + m)
+    result = _check(rng.random((n, 2)), rng.random((m, 2)), candidates=1)
+    counts = result.stats.phase_counts
+    assert counts["pricing_rounds"] >= 2 or counts.get("dead_ends", 0) >= 1
+
+
+def test_pricing_finds_a_pair_no_candidate_list_holds():
+    """Row 0's optimal partner is the farthest point from it: the only way to cover the far
+    point b[-1] is row 0, since every other row's point sits on top of its own partner."""
+    n = 50
+    a = np.column_stack([np.arange(n, dtype=float), np.zeros(n)])
+    b = a.copy()
+    a[0] = [-1000.0, 0.0]  # far from everything, nearest to b[0]
+    b[0] = [1000.0, 1.0]   # b[0] far on the other side: only row 0 is left for it
+    result = _check(a, b, candidates=2)
+    assert result.col_ind[0] == 0
+    assert result.stats.phase_counts["pricing_rounds"] >= 1
+
+
+def test_the_certificate_checks_every_pair():
+    rng = np.random.default_rng(3)
+    a, b = rng.random((60, 2)), rng.random((60, 2))
+    result = dlap.solve_points(a, b)
+    assert result.verify().optimal
+    swapped = result.col_ind.copy()
+    swapped[[0, 1]] = swapped[[1, 0]]
+    assert not dataclasses.replace(result, col_ind=swapped).verify().optimal
+    # duals that are feasible on the core but not on some far pair: the scan over every pair sees it
+    v = result.col_duals.copy()
+    v[7] -= 10.0
+    u = result.row_duals.copy()
+    u[result.row_ind[result.col_ind == 7]] += 10.0
+    broken = dataclasses.replace(result, row_duals=u, col_duals=v).verify()
+    assert not broken.optimal and broken.max_dual_violation > 1
+
+
+def test_a_result_pickles_with_its_points():
+    rng = np.random.default_rng(4)
+    result = dlap.solve_points(rng.random((30, 3)), rng.random((20, 3)), "cityblock")
+    again = pickle.loads(pickle.dumps(result))
+    assert again.verify().optimal and again.objective == result.objective
+
+
+def test_bad_points_get_clear_errors():
+    a = np.zeros((3, 2))
+    with pytest.raises(ValueError, match="same number of columns"):
+        dlap.solve_points(a, np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="2-D"):
+        dlap.solve_points(np.zeros(3), a)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        dlap.solve_points(np.array([[0.0, np.nan]]), a)
+    with pytest.raises(ValueError, match="unknown metric"):
+        dlap.solve_points(a, a, "hamming")
+    with pytest.raises(ValueError, match="p must be"):
+        dlap.solve_points(a, a, "minkowski", p=0.5)
+    with pytest.raises(ValueError, match="takes none"):
+        dlap.solve_points(a, a, "euclidean", p=3)
+    with pytest.raises(ValueError, match="zero point"):
+        dlap.solve_points(a, a + 1, "cosine")
+    with pytest.raises(TypeError, match="real numbers"):
+        dlap.solve_points(a.astype(complex), a)
+    with pytest.raises(ValueError, match="candidates"):
+        dlap.solve_points(a, a, candidates=0)
+
+
+def test_empty_sets_and_the_callers_arrays():
+    empty = dlap.solve_points(np.zeros((0, 2)), np.ones((4, 2)))
+    assert empty.row_ind.shape == (0,) and empty.objective == 0
+    rng = np.random.default_rng(5)
+    a, b = rng.random((20, 2)), rng.random((25, 2))
+    a0, b0 = a.copy(), b.copy()
+    dlap.solve_points(a, b, maximize=True)
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_array_equal(b, b0)

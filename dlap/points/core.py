@@ -30,6 +30,8 @@ DEFAULT_CANDIDATES = 32
 #: pricing's tolerance: a pair is a violator when its reduced cost is below -PRICING_RTOL times
 #: the magnitudes it is computed from (smaller ones are the duals' rounding)
 PRICING_RTOL = 1e-12
+#: bids of the augmenting row reduction per free row before the shortest paths take over
+ARR_STEPS_PER_ROW = 8
 #: the most pricing rounds before the engine gives up (a bound the tests never reach)
 MAX_ROUNDS = 1000
 
@@ -193,6 +195,9 @@ def _assign_all(kernels, core, solution, args, square, counts) -> None:
         if not free.size:
             break
         indptr, indices, costs = core.csr()
+        kernels.augmenting_row_reduction(indptr, indices, costs, solution.u, solution.v, solution.col4row,
+                                         solution.row4col, free, ARR_STEPS_PER_ROW * free.shape[0])
+        free = np.flatnonzero(solution.col4row < 0)
         stuck = kernels.augment_rows(indptr, indices, costs, solution.u, solution.v, solution.col4row,
                                      solution.row4col, free, scanned, counters)
         if stuck < 0:

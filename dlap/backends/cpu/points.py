@@ -234,3 +234,54 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
             dist[touched[t]] = np.inf
             done[touched[t]] = False
     return -1
+
+
+@njit(cache=True)
+def augmenting_row_reduction(indptr, indices, costs, u, v, col4row, row4col, rows, steps):
+    """Jonker & Volgenant's augmenting row reduction on a sparse graph: each free row of ``rows``
+    takes its cheapest column ``c - v``, lowering that column's dual to its second cheapest (so
+    both tie) and displacing the holder, who bids next; at most ``steps`` bids. Columns' duals
+    only go down, so unmatched columns keep theirs. Afterwards every row's dual is its cheapest
+    ``c - v``, feasible on every edge and tight on its matched pair."""
+    queue = rows.copy()
+    head, tail, n_queue = 0, rows.shape[0], rows.shape[0]
+    queue = np.concatenate((queue, np.empty(rows.shape[0] + 1, dtype=np.int64)))
+    size = queue.shape[0]
+    for _ in range(steps):
+        if n_queue == 0:
+            break
+        i = queue[head]
+        head = (head + 1) % size
+        n_queue -= 1
+        if col4row[i] >= 0:
+            continue
+        first, second, j1, j2 = np.inf, np.inf, -1, -1
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            h = costs[e] - v[j]
+            if h < second:
+                if h < first:
+                    second, j2 = first, j1
+                    first, j1 = h, j
+                else:
+                    second, j2 = h, j
+        if j1 < 0:
+            continue
+        holder = row4col[j1]
+        if first < second and second < np.inf:
+            v[j1] -= second - first
+        elif holder >= 0:
+            if j2 < 0 or second == np.inf:
+                continue
+            j1, holder = j2, row4col[j2]
+        if holder >= 0:
+            col4row[holder] = -1
+            queue[tail] = holder
+            tail = (tail + 1) % size
+            n_queue += 1
+        col4row[i], row4col[j1] = j1, i
+    for i in range(u.shape[0]):
+        lowest = np.inf
+        for e in range(indptr[i], indptr[i + 1]):
+            lowest = min(lowest, costs[e] - v[indices[e]])
+        u[i] = lowest

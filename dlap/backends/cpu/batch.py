@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import numba_setup  # noqa: F401  (cache folder and thread wait policy, before any kernel)
+from .paths import flip_path
 
 INFEASIBLE = 1
 
@@ -161,14 +162,7 @@ def augmenting_paths(flat, start, rows, cols, transposed, sign, offset, u, v, co
         for j in range(cols):
             if in_sc[j]:
                 v[j] -= min_val - spc[j]
-        # augment along the path to the sink
-        j = sink
-        while True:
-            k = path[j]
-            row4col[j] = k
-            col4row[k], j = j, col4row[k]
-            if k == cur:
-                break
+        flip_path(path, col4row, row4col, sink, cur)
     return 0
 
 

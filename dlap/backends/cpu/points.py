@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import numba_setup  # noqa: F401 - cache folder and wait policy before any kernel compiles
+from .paths import flip_path
 
 
 @njit(cache=True, inline="always")
@@ -41,6 +42,18 @@ def pair_cost(a, b, na, nb, i, j, metric, p, sign):
     return sign * s
 
 
+@njit(cache=True, inline="always")
+def _insert(keys, items, t, key, item):
+    """Put ``key`` (with ``item``) into the ascending ``keys[:t + 1]``, whose slot ``t`` is free
+    or its largest, to be overwritten."""
+    while t > 0 and keys[t - 1] > key:
+        keys[t] = keys[t - 1]
+        items[t] = items[t - 1]
+        t -= 1
+    keys[t] = key
+    items[t] = item
+
+
 @njit(cache=True, parallel=True)
 def nearest_columns(a, b, na, nb, metric, p, sign, k, index, cost):
     """``index[i]``, ``cost[i]``: row i's ``k`` cheapest columns, cheapest first (ties: the lower
@@ -54,13 +67,7 @@ def nearest_columns(a, b, na, nb, metric, p, sign, k, index, cost):
         for j in range(m):
             c = pair_cost(a, b, na, nb, i, j, metric, p, sign)
             if c < worst:
-                t = k - 1
-                while t > 0 and cost[i, t - 1] > c:
-                    cost[i, t] = cost[i, t - 1]
-                    index[i, t] = index[i, t - 1]
-                    t -= 1
-                cost[i, t] = c
-                index[i, t] = j
+                _insert(cost[i], index[i], k - 1, c, j)
                 worst = cost[i, k - 1]
 
 
@@ -84,12 +91,7 @@ def price(a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count):
                 else:
                     found += 1
                     continue
-                while t > 0 and reduced[i, t - 1] > r:
-                    reduced[i, t] = reduced[i, t - 1]
-                    index[i, t] = index[i, t - 1]
-                    t -= 1
-                reduced[i, t] = r
-                index[i, t] = j
+                _insert(reduced[i], index[i], t, r, j)
                 found += 1
                 worst = reduced[i, min(found, cap) - 1]
         count[i] = found
@@ -220,16 +222,7 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
             j = touched[t]
             if done[j]:
                 v[j] -= base - dist[j]
-        # augment along the path to the sink
-        j = sink
-        while True:
-            r = pred[j]
-            row4col[j] = r
-            previous = col4row[r]
-            col4row[r] = j
-            if r == start:
-                break
-            j = previous
+        flip_path(pred, col4row, row4col, sink, start)
         for t in range(n_touched):
             dist[touched[t]] = np.inf
             done[touched[t]] = False

@@ -32,3 +32,9 @@ def test_numba_caches_outside_the_installed_package(tmp_path):
     assert out.stdout.strip() == str(tmp_path / "dlap" / "numba")
     assert list((tmp_path / "dlap" / "numba").rglob("*.nbi")), "no kernel was cached there"
     assert not Path(out.stdout.strip()).is_relative_to(package)
+
+
+def test_the_dask_engine_without_dask_says_what_to_install():
+    code = "import sys; sys.modules['distributed'] = None; import dlap.distributed"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode != 0 and "pip install 'dlap[distributed]'" in out.stderr

@@ -7,6 +7,12 @@ Zarr path; see :mod:`dlap.distributed.solve` (API), :mod:`~dlap.distributed.data
 :mod:`~dlap.distributed.progress`. Needs the ``distributed`` extra (``dask-cuda`` for GPUs).
 """
 
+try:
+    import dask.array  # noqa: F401
+    import distributed  # noqa: F401
+except ImportError as missing:  # the install hint the command line gives too
+    raise ImportError(f"dlap.distributed needs Dask: pip install 'dlap[distributed]' ({missing})") from missing
+
 from .cluster import start_cluster
 from .solve import METHODS, DistributedAssignment, SolveExpired, WorkerLostError, solve
 

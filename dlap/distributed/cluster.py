@@ -98,10 +98,16 @@ def worker_addresses(client) -> list[str]:
 @contextmanager
 def connected(client=None, scheduler: str | None = None, n_workers: int | None = None, protocol: str = "tcp",
               gpu: bool | None = None):
-    """Yield a client: the one given, one connected to ``scheduler``, or one on a local cluster
-    started here (and closed on exit; ``gpu`` as :func:`start_cluster`)."""
-    from distributed import Client
+    """Yield a client: the one given, one connected to ``scheduler``, the current default client
+    (``distributed.default_client()``, Dask's convention), or one on a local cluster started here
+    (and closed on exit; ``gpu`` as :func:`start_cluster`)."""
+    from distributed import Client, default_client
 
+    if client is None and scheduler is None:
+        try:
+            client = default_client()
+        except ValueError:  # no client is open in this process
+            client = None
     if client is not None:
         yield client
         return

@@ -105,8 +105,9 @@ def solve(
         The cost matrix (any shape; ``+inf`` forbidden), NumPy or CuPy chunks. It is loaded into
         the workers' memory (GPU memory on GPU workers) and never passes through the client.
     client : distributed.Client, optional
-        Where to solve. Without one: ``scheduler``'s cluster if given, else a local cluster started
-        for this call (``LocalCUDACluster`` with one worker per GPU, or a ``LocalCluster`` of
+        Where to solve. Without one: ``scheduler``'s cluster if given, else the default client
+        (the last ``Client`` opened in this process and not closed, as Dask's own functions use),
+        else a local cluster started for this call (``LocalCUDACluster`` with one worker per GPU, or a ``LocalCluster`` of
         ``n_workers`` processes where no GPU is visible) and closed after it.
     method : {"auto", "classical", "hybrid", "scaling", "tree"}
         Date & Nagi's classical variant with rows split over the ranks, or the alternating tree

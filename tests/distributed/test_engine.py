@@ -8,6 +8,8 @@ GPU), and a one-rank solve goes to the GPU; the tests of ``method="auto"`` ask f
 """
 
 import logging
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -321,16 +323,33 @@ def test_families(client, method, family):
 
 
 @pytest.mark.parametrize("n_workers", [2, 4])
-def test_cluster_sizes(n_workers):
-    """Two and four ranks on their own clusters; solve() started without a client starts and
-    closes a LocalCluster of its own."""
+def test_cluster_sizes(n_workers, tmp_path):
+    """Two and four ranks on their own clusters: solve() in a process with no client open starts
+    and closes a LocalCluster of its own (a fresh interpreter: this module holds a client)."""
+    script = tmp_path / "alone.py"
+    script.write_text(f"""
+import dask.array as da, dlap, dlap.distributed as dd
+from dlap.generate import uniform_block
+if __name__ == "__main__":
     cost = uniform_block((0, 200), (0, 200), 200, 200, 7)
     arr = da.from_array(cost, chunks=(60, 200))
     expected = dlap.solve(cost).objective
-    for method in METHODS:
-        result = dd.solve(arr, method=method, n_workers=n_workers)
+    for method in {METHODS!r}:
+        result = dd.solve(arr, method=method, n_workers={n_workers})
         assert result.objective == expected and result.verify().optimal
-        assert result.stats.phase_counts["ranks"] == n_workers
+        assert result.stats.phase_counts["ranks"] == {n_workers}
+""")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_without_a_client_the_default_client_solves(client):
+    """Dask's convention: with a Client open, solve() uses it (this module's three workers)
+    instead of starting a cluster."""
+    cost = uniform_block((0, 60), (0, 60), 60, 60, 3)
+    result = dd.solve(da.from_array(cost, chunks=(30, 60)))
+    assert result.objective == dlap.solve(cost).objective
+    assert result.stats.phase_counts["ranks_offered"] == len(client.scheduler_info()["workers"]) == 3
 
 
 def test_zarr_round_trip(client, tmp_path):

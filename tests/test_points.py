@@ -126,3 +126,48 @@ def test_empty_sets_and_the_callers_arrays():
     dlap.solve_points(a, b, maximize=True)
     np.testing.assert_array_equal(a, a0)
     np.testing.assert_array_equal(b, b0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("metric", METRICS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_gpu_computes_the_cpus_costs(metric, dtype):
+    """The same formulas in the same order on both devices (no FMA contraction on the GPU): the
+    same costs to the bit, minkowski's pow within a few units in the last place."""
+    import cupy
+
+    from dlap.points.costs import PointCosts
+
+    rng = np.random.default_rng(11)
+    a, b = rng.random((70, 5)).astype(dtype) + 0.1, rng.random((90, 5)).astype(dtype) + 0.1
+    p = 1.5 if metric == "minkowski" else 0.0
+    cpu = PointCosts(a, b, metric, p, "cpu")[0:70]
+    gpu = PointCosts(cupy.asarray(a), cupy.asarray(b), metric, p, "gpu")[0:70].get()
+    if metric == "minkowski":
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-14)
+    else:
+        np.testing.assert_array_equal(gpu, cpu)
+
+
+@pytest.mark.gpu
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 60), m=st.integers(1, 60), metric=st.sampled_from(METRICS), maximize=st.booleans(),
+       seed=st.integers(0, 2**31 - 1), candidates=st.integers(1, 8))
+def test_the_gpu_engine_reaches_the_optimum(n, m, metric, maximize, seed, candidates):
+    rng = np.random.default_rng(seed)
+    a, b = rng.random((n, 3)) + 0.1, rng.random((m, 3)) + 0.1
+    p = 1.5 if metric == "minkowski" else None
+    result = _check(a, b, metric, p, maximize, device="gpu", candidates=candidates)
+    assert result.stats.device == "gpu"
+
+
+@pytest.mark.gpu
+def test_cupy_points_are_solved_on_the_gpu_and_answered_there():
+    import cupy
+
+    rng = np.random.default_rng(12)
+    a, b = rng.random((400, 2)), rng.random((300, 2))
+    result = dlap.solve_points(cupy.asarray(a), cupy.asarray(b))
+    assert result.stats.device == "gpu" and isinstance(result.row_ind, cupy.ndarray)
+    assert result.verify().optimal
+    assert result.objective == pytest.approx(dlap.solve_points(a, b, device="cpu").objective, rel=1e-12)

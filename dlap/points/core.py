@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from ..device import array_module
 from ..result import Stats
 from ..timing import PhaseTimer
 from .metrics import METRIC_IDS
@@ -122,7 +123,8 @@ class CoreSolution:
 def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: float, stats: Stats,
                candidates: int = DEFAULT_CANDIDATES) -> CoreSolution:
     """The exact assignment of every row of ``a`` (n <= m) to the columns of ``b``; see the module
-    docstring. ``kernels`` are a device's (:mod:`dlap.backends.cpu.points`)."""
+    docstring. ``kernels`` compute the costs on a device (:mod:`dlap.backends.cpu.points` or
+    :mod:`dlap.backends.gpu.points`)."""
     n, m = a.shape[0], b.shape[0]
     args = (a, b, a_norms, b_norms, METRIC_IDS[metric], p, sign)
     square = n == m
@@ -187,7 +189,10 @@ def _restart(core, solution, square, counts, rows, cols, costs) -> None:
 
 def _assign_all(kernels, core, solution, args, square, counts) -> None:
     """Augment every free row; where a search finds no free column, join the rows it reached to
-    their nearest free columns and go on."""
+    their nearest free columns and go on. The core is solved on the host, whichever device
+    computes the costs."""
+    from ..backends.cpu import points as core_kernels
+
     counters = np.zeros(3, dtype=np.int64)
     scanned = np.empty(core.n_rows, dtype=np.int64)
     while True:
@@ -195,10 +200,10 @@ def _assign_all(kernels, core, solution, args, square, counts) -> None:
         if not free.size:
             break
         indptr, indices, costs = core.csr()
-        kernels.augmenting_row_reduction(indptr, indices, costs, solution.u, solution.v, solution.col4row,
+        core_kernels.augmenting_row_reduction(indptr, indices, costs, solution.u, solution.v, solution.col4row,
                                          solution.row4col, free, ARR_STEPS_PER_ROW * free.shape[0])
         free = np.flatnonzero(solution.col4row < 0)
-        stuck = kernels.augment_rows(indptr, indices, costs, solution.u, solution.v, solution.col4row,
+        stuck = core_kernels.augment_rows(indptr, indices, costs, solution.u, solution.v, solution.col4row,
                                      solution.row4col, free, scanned, counters)
         if stuck < 0:
             break
@@ -213,12 +218,14 @@ def _assign_all(kernels, core, solution, args, square, counts) -> None:
 def _to_free_columns(kernels, args, rows, row4col):
     """Edges from ``rows`` to their nearest free columns (as many as there are rows, at least 8)."""
     a, b, a_norms, b_norms, metric, p, sign = args
+    xp = array_module(a)
     free = np.flatnonzero(row4col < 0)
     k = min(free.shape[0], max(8, rows.shape[0]))
-    sub_a = np.ascontiguousarray(a[rows])
-    sub_b = np.ascontiguousarray(b[free])
-    sub_na = a_norms[rows] if a_norms.size else a_norms
-    sub_nb = b_norms[free] if b_norms.size else b_norms
+    on_device_rows, on_device_free = xp.asarray(rows), xp.asarray(free)
+    sub_a = xp.ascontiguousarray(a[on_device_rows])
+    sub_b = xp.ascontiguousarray(b[on_device_free])
+    sub_na = a_norms[on_device_rows] if a_norms.size else a_norms
+    sub_nb = b_norms[on_device_free] if b_norms.size else b_norms
     index, cost = np.empty((rows.shape[0], k), dtype=np.int64), np.empty((rows.shape[0], k))
     kernels.nearest_columns(sub_a, sub_b, sub_na, sub_nb, metric, p, sign, k, index, cost)
     return np.repeat(rows, k), free[index.ravel()], cost.ravel()

@@ -33,8 +33,10 @@ class PointCosts:
     @property
     def kernels(self):
         """The device's kernels (a module: looked up, not stored, so the costs pickle)."""
-        from ..backends.cpu import points
-
+        if self.device == "gpu":
+            from ..backends.gpu import points
+        else:
+            from ..backends.cpu import points
         return points
 
     @property

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from ..arrays import adopt
-from ..device import is_device_array
+from ..device import GPU_MIN_ENTRIES, MSG_NO_GPU, gpu_available, is_device_array
 from ..options import DEVICES, check_choice
 from ..result import Assignment, Stats
 from .metrics import check_metric, check_points
@@ -44,7 +44,9 @@ def solve_points(a, b, metric: str = "euclidean", *, p: float | None = None, max
     maximize : bool
         Maximise the total instead.
     device : {"auto", "cpu", "gpu"}
-        Where the matrix's pricing runs. The CPU engine only, for now: ``"gpu"`` raises.
+        Where the candidates, pricing and the certificate's blocks are computed (the core is
+        solved on the host either way). ``"auto"``: the GPU for CuPy points, or where CuPy sees
+        a GPU and the sets have at least 512 x 512 pairs; else the CPU.
     candidates : int, optional
         Each row's nearest columns the first core holds (default
         :data:`dlap.points.core.DEFAULT_CANDIDATES`); pricing adds whatever the optimum needs.
@@ -65,7 +67,6 @@ def solve_points(a, b, metric: str = "euclidean", *, p: float | None = None, max
     TypeError
         points that are not real numbers.
     """
-    from ..backends.cpu import points as kernels
     from ..threads import solve_threads
     from .core import DEFAULT_CANDIDATES, objective, solve_core
     from .costs import PointCosts
@@ -73,17 +74,20 @@ def solve_points(a, b, metric: str = "euclidean", *, p: float | None = None, max
     started = time.perf_counter()
     check_choice("device", device, DEVICES)
     exponent = check_metric(metric, p)
-    if device == "gpu":
-        raise RuntimeError("solve_points runs on the CPU for now; use device='cpu' or 'auto'")
     candidates = DEFAULT_CANDIDATES if candidates is None else candidates
     if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or candidates < 1:
         raise ValueError(f"candidates must be a positive integer; got {candidates!r}")
     (a, give_back), (b, _) = adopt(a), adopt(b)
-    a, b = (x.get() if is_device_array(x) else x for x in (a, b))
-    a, b = check_points(a, b, np)
-    costs = PointCosts(a, b, metric, exponent, "cpu")
+    on_gpu = is_device_array(a) or is_device_array(b)
+    device = _device(device, on_gpu, a, b)
+    xp = array_module_for(device)
+    if device == "cpu":
+        a, b = (x.get() if is_device_array(x) else x for x in (a, b))
+    a, b = check_points(a, b, xp)
+    costs = PointCosts(a, b, metric, exponent, device)
+    kernels = costs.kernels
     n, m = costs.shape
-    stats = Stats(device="cpu")
+    stats = Stats(device=device)
     stats.method = "sparse-core"
     transposed = n > m
     rows_side = costs.T if transposed else costs
@@ -106,5 +110,28 @@ def solve_points(a, b, metric: str = "euclidean", *, p: float | None = None, max
         u, v = (v_long, u_short) if transposed else (u_short, v_long)
         total = objective(kernels, a, b, costs.a_norms, costs.b_norms, metric, exponent, row_ind, col_ind)
     stats.seconds = time.perf_counter() - started
+    if on_gpu:  # CuPy points: the answers on the GPU too, as dlap.solve gives them
+        row_ind, col_ind, u, v = (xp.asarray(x) for x in (row_ind, col_ind, u, v))
     return Assignment(give_back(row_ind), give_back(col_ind), total, give_back(u), give_back(v), stats,
                       maximize=maximize, matrix_ref=CostsReference(costs))
+
+
+def _device(device: str, on_gpu: bool, a, b) -> str:
+    """Where pricing runs: the GPU for CuPy points, or for ``device="auto"`` where one is visible
+    and the sets have at least :data:`dlap.device.GPU_MIN_ENTRIES` pairs; else the CPU."""
+    if device == "gpu":
+        if not gpu_available():
+            raise RuntimeError(MSG_NO_GPU)
+        return "gpu"
+    if device == "cpu":
+        return "cpu"
+    pairs = int(np.shape(a)[0]) * int(np.shape(b)[0]) if np.ndim(a) == 2 and np.ndim(b) == 2 else 0
+    return "gpu" if on_gpu or (gpu_available() and pairs >= GPU_MIN_ENTRIES) else "cpu"
+
+
+def array_module_for(device: str):
+    if device == "gpu":
+        import cupy
+
+        return cupy
+    return np

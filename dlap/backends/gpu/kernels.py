@@ -36,7 +36,11 @@ _TEMPLATES = {
     "scaling": ("competition_bands", "row_regret", "greedy_prices", "scaling_phase"),
     "batch": ("batch_augmenting_paths",),
     "bidding": ("bidding_rounds", "row_minima_terms"),
+    "points": ("nearest_columns", "price", "block_costs", "pair_costs"),
 }
+#: nvcc options of a module beyond the defaults: the points' costs are computed without FMA
+#: contraction, as the CPU computes them
+_OPTIONS = {"points": ("--fmad=false",)}
 #: kernels templated on a cluster size too (thread block clusters need compute capability 9.0;
 #: below it only clusters of one block are instantiated), and those also templated on whether its
 #: blocks are wide (scaling.cu's WIDE: instantiated for the cluster sizes listed here only)
@@ -111,7 +115,7 @@ def build_module(name: str, options: tuple[str, ...] = ()) -> cupy.RawModule:
 
 @functools.cache
 def _module(name: str) -> cupy.RawModule:
-    return build_module(name)
+    return build_module(name, _OPTIONS.get(name, ()))
 
 
 def kernel(source: str, name: str, dtype=None, cluster: int | None = None, wide: bool = False):

@@ -33,7 +33,8 @@ from .options import METHODS, STARTS, SWITCHINGS
 DEMO_N = 2000
 #: the demo's warm-up instance: large enough that every phase runs, so all kernels are compiled
 DEMO_WARMUP_N = 100
-#: seconds ``--scheduler`` waits for the scheduler to answer (Dask's default is 30)
+#: how long ``--scheduler`` waits for the scheduler to answer (Dask's default is 30 s), unless
+#: dask.config ``dlap.connect-timeout`` says otherwise
 CONNECT_TIMEOUT = "10s"
 #: the errors the command reports on one line: bad input, a missing device or extra, a file,
 #: a cluster that cannot be reached or lost a worker
@@ -172,7 +173,8 @@ def _solve_distributed(args) -> int:
         matrix, label, maximize = _instance(args)
         cost = da.from_array(matrix)
     start = time.perf_counter()
-    with dask.config.set({"distributed.comm.timeouts.connect": CONNECT_TIMEOUT}):
+    connect = dask.config.get("dlap.connect-timeout", CONNECT_TIMEOUT)
+    with dask.config.set({"distributed.comm.timeouts.connect": connect}):
         result = dd.solve(cost, method=method, maximize=maximize, scheduler=args.scheduler, n_workers=args.workers,
                           protocol=args.protocol, progress=True, device=args.device)
     info = _report(result, label, time.perf_counter() - start, args.json)

@@ -159,7 +159,8 @@ def test_an_unreachable_scheduler_is_one_line():
     with socket.socket() as s:  # a port no one listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    done = command("solve", "--n", "20", "--scheduler", f"tcp://127.0.0.1:{port}", timeout=120)
+    done = command("solve", "--n", "20", "--scheduler", f"tcp://127.0.0.1:{port}", timeout=120,
+                   env={**os.environ, "DASK_DLAP__CONNECT_TIMEOUT": "2s"})  # dask.config dlap.connect-timeout
     assert done.returncode == 2
     assert done.stderr.startswith(f"dlap: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}")
     assert done.stderr.count("\n") == 1 and done.stdout == ""

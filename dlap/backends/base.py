@@ -284,6 +284,38 @@ class SlabPrimitives(ABC):
         Dask engine computes them on each slab and combines them over the ranks."""
 
     @abstractmethod
+    def bids_of_terms(self, terms, eps: float):
+        """Each row's bid from its terms (rows of :meth:`row_minima_terms`, combined over the
+        ranks), the rule of :meth:`Backend.bidding_rounds`: a free column at the minimum at no
+        price change, else the cheapest column lowered by ``u2 - u1 + eps`` (by ``eps`` alone
+        where u2 is infinite; no bid with ``eps = 0`` on a tie or a single finite entry).
+        Returns (column or -1, decrement) as device arrays."""
+
+    @abstractmethod
+    def award_bids(self, state: HungarianState, rows, cols, dec) -> int:
+        """The bids (:meth:`bids_of_terms`) of the free ``rows`` resolved on ``state`` as a round
+        of :meth:`Backend.bidding_rounds` resolves them: the largest decrement wins a column,
+        equal ones the lowest row; winners take their column, lower its price by their bid and
+        displace its row. Returns the free rows left, listed as :meth:`Backend.optimality_check` lists them."""
+
+    @abstractmethod
+    def column_competition(self, state: HungarianState, row_low):
+        """Each column's second-smallest row-reduced cost ``C[i, j] - row_low[i]`` (its smallest
+        with one finite entry, inf with none): ε-scaling's competition prices before their
+        shift (step 1 of :mod:`dlap.hungarian.scaling`), for this slab's columns."""
+
+    @abstractmethod
+    def cheapest_untaken(self, state: HungarianState, row: int, taken) -> tuple[float, int]:
+        """The greedy start's step (step 1 of :mod:`dlap.hungarian.scaling`): row ``row``'s smallest
+        reduced cost ``C[row, j] - v[j]`` over the columns not ``taken`` (a bool device array)
+        and its first column (-1 where none is finite), on the host."""
+
+    @abstractmethod
+    def lower_taken_prices(self, state: HungarianState, row: int, own: float, taken) -> None:
+        """The price fit's step: every ``taken`` column whose reduced cost in row ``row`` is
+        below ``own`` is lowered to ``own``."""
+
+    @abstractmethod
     def tree_scan(self, state: HungarianState, rows, shift, n: int) -> None:
         """Algorithm 4's expansion for an explicit frontier: every row ``rows[q]`` (q < n) lowers
         ``slack[j]`` to ``shift[q] + C[rows[q], j] - v_open[j]`` where that is lower, recording

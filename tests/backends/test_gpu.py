@@ -345,6 +345,64 @@ def test_row_minima_terms_are_the_cpu_kernels(data):
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
+def test_slab_bids_and_greedy_steps_are_the_cpu_kernels(data):
+    """The Dask engine's GPU ranks' steps of ε-scaling (bidding.cu's bids_of_terms and award_*,
+    scaling.cu's competition prices, cheapest_untaken and lower_taken_prices) equal the CPU
+    kernels on every dtype: tied bids for one column (the lowest row wins), rows that make no
+    bid, evictions, taken columns, forbidden entries, one column to several batches of a block."""
+    import cupy
+
+    from dlap.backends.cpu import CPUBackend
+    from dlap.backends.gpu import GPUBackend
+    from dlap.problem import Problem
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    dtype = np.dtype(data.draw(st.sampled_from(DTYPES)))
+    n = data.draw(st.integers(1, 6))
+    m = data.draw(st.sampled_from([1, 2, 33, 1025, 30001]))
+    if dtype.kind == "i" or data.draw(st.booleans()):
+        cost = rng.integers(0, 4, (n, m)).astype(dtype)
+    else:
+        cost = rng.uniform(-1e6, 1e6, (n, m)).astype(dtype)
+        cost[rng.random((n, m)) < 0.3] = np.inf
+    v = rng.integers(-3, 4, m).astype(np.float64)
+    taken = rng.random(m) < data.draw(st.sampled_from([0.0, 0.5, 1.0]))
+    row = data.draw(st.integers(0, n - 1))
+    own = data.draw(st.sampled_from([-np.inf, 0.0, 1.5, np.inf]))
+    eps = data.draw(st.sampled_from([0.0, 0.5]))
+    row_low = rng.integers(-2, 3, n).astype(np.float64)
+    k = min(n, m)  # the square replica's size
+    held = rng.permutation(k)[: k // 2]  # its matched columns, rows 0.. in order
+    results = []
+    for backend, xp in ((CPUBackend(), np), (GPUBackend(), cupy)):
+        host = (lambda a: a.get()) if xp is cupy else np.asarray
+        matrix = xp.asarray(cost)
+        state = backend.allocate(Problem(matrix=matrix, transposed=False, maximize=False, original=matrix))
+        state.v[:] = xp.asarray(v)
+        competition = host(backend.column_competition(state, xp.asarray(row_low)))
+        cheapest = backend.cheapest_untaken(state, row, xp.asarray(taken))
+        backend.lower_taken_prices(state, row, own, xp.asarray(taken))
+        fitted = host(state.v).copy()
+        # a round of bids on a small square replica: terms of every row, half the columns matched
+        block = xp.asarray(cost[:k, :k])
+        square = backend.allocate(Problem(matrix=block, transposed=False, maximize=False, original=block))
+        square.v[:] = xp.asarray(v[:k])
+        square.col_match[:] = -1
+        square.row_match[:] = -1
+        square.col_match[xp.asarray(held)] = xp.asarray(np.arange(held.shape[0]), dtype=square.col_match.dtype)
+        square.row_match[: held.shape[0]] = xp.asarray(held, dtype=square.row_match.dtype)
+        rows = xp.arange(held.shape[0], k, dtype=np.int64)
+        cols, dec = backend.bids_of_terms(backend.row_minima_terms(square, rows), eps)
+        n_free = backend.award_bids(square, rows, cols, dec)
+        results.append((competition, np.asarray(cheapest), fitted, host(cols).astype(np.int64), host(dec),
+                        np.asarray([n_free]), host(square.row_match).astype(np.int64),
+                        host(square.col_match).astype(np.int64), host(square.v)))
+    for on_cpu, on_gpu in zip(*results, strict=True):
+        np.testing.assert_array_equal(on_gpu, on_cpu)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
 def test_search_step_kernel_is_the_cpu_kernel(data):
     """forward.cu's ε-scaling search step (the Dask engine's searches on GPU ranks) scans and
     offers what the CPU kernel does on every dtype: ties between distances and between free

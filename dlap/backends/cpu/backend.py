@@ -78,6 +78,29 @@ class CPUBackend(DeviceBackend):
         ks.search_offer(state.cost, state.v, state.v_open, state.slack, state.col_pred, match, row, shift, offer)
         return offer
 
+    def column_competition(self, state, row_low):
+        out = np.empty(state.n_cols)
+        ks.column_competition(state.cost, row_low, out)
+        return out
+
+    def cheapest_untaken(self, state, row, taken):
+        value, col = ks.cheapest_untaken(state.cost, row, state.v, taken)
+        return float(value), int(col)
+
+    def lower_taken_prices(self, state, row, own, taken):
+        ks.lower_taken_prices(state.cost, row, state.v, taken, float(own))
+
+    def bids_of_terms(self, terms, eps):
+        cols, dec = np.empty(terms.shape[0], dtype=np.int64), np.empty(terms.shape[0])
+        ks.bids_of_terms(np.ascontiguousarray(terms), float(eps), cols, dec)
+        return cols, dec
+
+    def award_bids(self, state, rows, cols, dec):
+        _, _, col_best, col_winner = self._bid_buffers(state)
+        ks.award_bids(np.ascontiguousarray(rows, dtype=np.int64), rows.shape[0], cols, dec, state.row_match,
+                      state.col_match, state.v, col_best, col_winner)
+        return k.optimality_check(state.row_match, state.free_rows)
+
     def jv_initialisation(self, state):
         n_rows, n_cols = state.cost.shape
         if n_rows == n_cols:
@@ -208,14 +231,22 @@ class CPUBackend(DeviceBackend):
         return None if beyond.any() else read_only(copy)
 
     def bidding_rounds(self, state, eps, tail, max_rounds, stall, keep_share):
-        if state.bids is None:  # scratch of the bids: per free row, then per column
-            state.bids = (np.empty(state.n_rows, dtype=np.int64), np.empty(state.n_rows),
-                          np.empty(state.n_cols), np.full(state.n_cols, -1, dtype=np.int64))
+        self._bid_buffers(state)
+
         def one_round():
             return ks.bidding_round(state.cost, state.v, eps, state.free_rows, state.n_free, state.row_match,
                                     state.col_match, *state.bids)
 
         return bidding_loop(state, one_round, tail, max_rounds, stall, keep_share)
+
+    @staticmethod
+    def _bid_buffers(state):
+        """The bids' scratch, made once: per free row the column and the decrement; per column
+        the best bid and its row (-1 between rounds)."""
+        if state.bids is None:
+            state.bids = (np.empty(state.n_rows, dtype=np.int64), np.empty(state.n_rows),
+                          np.empty(state.n_cols), np.full(state.n_cols, -1, dtype=np.int64))
+        return state.bids
 
     def assign_free_rows(self, state, eps, reverse, virtual):
         rows = state.free_rows[: state.n_free]

@@ -57,6 +57,23 @@ def competition_prices(C, row_low, v):
     for i in range(n_rows):
         if row_low[i] == INF:
             return False
+    column_competition(C, row_low, v)
+    top = -INF
+    for j in range(n_cols):
+        if v[j] < INF and v[j] > top:
+            top = v[j]
+    if top == -INF:
+        top = 0.0
+    for j in range(n_cols):
+        v[j] = top - top if v[j] == INF else v[j] - top
+    return True
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def column_competition(C, row_low, v):
+    """``v[j]`` = column j's second-smallest row-reduced cost ``C[i, j] - row_low[i]`` (its
+    smallest with one finite entry, inf with none): :func:`competition_prices` before the shift."""
+    n_rows, n_cols = C.shape
     n_blocks = (n_cols + COLUMN_BLOCK - 1) // COLUMN_BLOCK
     for b in prange(n_blocks):
         lo = b * COLUMN_BLOCK
@@ -75,15 +92,6 @@ def competition_prices(C, row_low, v):
                         second[j - lo] = r
         for j in range(lo, hi):
             v[j] = second[j - lo] if second[j - lo] < INF else first[j - lo]
-    top = -INF
-    for j in range(n_cols):
-        if v[j] < INF and v[j] > top:
-            top = v[j]
-    if top == -INF:
-        top = 0.0
-    for j in range(n_cols):
-        v[j] = top - top if v[j] == INF else v[j] - top
-    return True
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -142,17 +150,9 @@ def greedy_prices(C, v, order, picked, taken, fit):
     When the greedy assignment is optimal (Machol-Wien) this makes every greedy pair tight, and
     the exact phase then only confirms it; otherwise the fitted prices start the ε-phases closer
     to the optimum. ``taken`` is scratch (zeros in, zeros out)."""
-    n_rows, n_cols = C.shape
+    n_rows = C.shape[0]
     for q in range(n_rows):
-        i = order[q]
-        best = INF
-        jb = -1
-        for j in range(n_cols):
-            if not taken[j]:
-                h = np.float64(C[i, j]) - v[j]
-                if h < best:
-                    best = h
-                    jb = j
+        _, jb = cheapest_untaken(C, order[q], v, taken)
         picked[q] = jb
         if jb >= 0:
             taken[jb] = True
@@ -161,15 +161,34 @@ def greedy_prices(C, v, order, picked, taken, fit):
         if jq < 0:
             continue
         taken[jq] = False
-        if not fit:
-            continue
-        i = order[q]
-        own = np.float64(C[i, jq]) - v[jq]
-        for j in range(n_cols):
-            if taken[j]:
-                h = np.float64(C[i, j]) - v[j]
-                if h < own:
-                    v[j] -= own - h
+        if fit:
+            lower_taken_prices(C, order[q], v, taken, np.float64(C[order[q], jq]) - v[jq])
+
+
+@njit(cache=True, nogil=True)
+def cheapest_untaken(C, i, v, taken):
+    """Row i's smallest reduced cost over the columns not ``taken`` and its first column (-1
+    where none is finite): a step of the greedy start."""
+    best = INF
+    jb = -1
+    for j in range(C.shape[1]):
+        if not taken[j]:
+            h = np.float64(C[i, j]) - v[j]
+            if h < best:
+                best = h
+                jb = j
+    return best, jb
+
+
+@njit(cache=True, nogil=True)
+def lower_taken_prices(C, i, v, taken, own):
+    """A step of the price fit: every ``taken`` column row i would rather have than its own
+    (reduced cost below ``own``) is lowered to ``own``."""
+    for j in range(C.shape[1]):
+        if taken[j]:
+            h = np.float64(C[i, j]) - v[j]
+            if h < own:
+                v[j] -= own - h
 
 
 @njit(cache=True, nogil=True)
@@ -366,53 +385,69 @@ def assign_free_rows(C, v, eps, rows, n_virtual, row_match, col_match, dist, col
 # --------------------------------------------------------------------------------------------
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _bid(u1, j1, u2, uf, jf, eps):
+    """A row's bid from its terms (:func:`_row_minima`), bidding.cu's ``bid_rule``: a free
+    column at the minimum is taken at no price change; otherwise the row bids for j1, lowering
+    its price by ``u2 - u1 + ε`` (by ε alone when j1 is the row's only finite entry; with ε = 0,
+    JV's augmenting row reduction, it makes no bid when ``u1 == u2`` or u2 is infinite).
+    Returns (column or -1, decrement)."""
+    if u1 < INF:
+        if uf == u1:
+            return jf, 0.0
+        if u1 < u2 and u2 < INF:
+            return j1, (u2 - u1) + eps
+        if eps > 0:
+            return j1, ((u2 - u1) if u2 < INF else 0.0) + eps
+    return -1, 0.0
+
+
 @njit(cache=True, parallel=True, nogil=True)
 def _bids(C, v, eps, free_rows, n_free, col_match, bid_col, bid_dec):
-    """Each free row's bid, from the same prices (reduction.cu's ``arr_bid``, step for step):
-    its smallest reduced cost ``u1`` (first column j1 on ties), the second smallest ``u2`` and
-    the smallest over free columns (first column jf). A free column at the minimum is taken at
-    no price change; otherwise the row bids for j1, lowering its price by ``u2 - u1 + ε`` (by ε
-    alone when j1 is the row's only finite entry; with ε = 0, JV's augmenting row reduction, it
-    makes no bid when ``u1 == u2`` or u2 is infinite). ``bid_col`` is -1 for no bid."""
+    """Each free row's bid (:func:`_bid`), all from the same prices."""
     for q in prange(n_free):
         u1, j1, u2, uf, jf = _row_minima(C, free_rows[q], v, col_match)
-        target = -1
-        dec = 0.0
-        if u1 < INF:
-            if uf == u1:
-                target = jf
-            elif u1 < u2 and u2 < INF:
-                target = j1
-                dec = (u2 - u1) + eps
-            elif eps > 0:
-                target = j1
-                dec = ((u2 - u1) if u2 < INF else 0.0) + eps
-        bid_col[q] = target
-        bid_dec[q] = dec
+        bid_col[q], bid_dec[q] = _bid(u1, j1, u2, uf, jf, eps)
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def bids_of_terms(terms, eps, bid_col, bid_dec):
+    """:func:`_bid` of each row of ``terms`` (rows of (u1, j1, u2, uf, jf), as
+    :func:`row_minima_terms` makes them)."""
+    for q in prange(terms.shape[0]):
+        bid_col[q], bid_dec[q] = _bid(terms[q, 0], np.int64(terms[q, 1]), terms[q, 2], terms[q, 3],
+                                      np.int64(terms[q, 4]), eps)
 
 
 @njit(cache=True, nogil=True)
 def bidding_round(C, v, eps, free_rows, n_free, row_match, col_match, bid_col, bid_dec, col_best, col_winner):
-    """One round: every free row bids (:func:`_bids`), the largest decrement wins a column
-    (equal ones: the lowest row), winners take their column and lower its price by their bid,
-    displacing its row. Returns the free rows left, listed in ``free_rows`` in ascending order.
-    ``col_winner`` is scratch (-1 in, -1 out); ``col_best[j]``, the winning bid so far, is read
-    only where ``col_winner[j]`` names a row."""
+    """One round: every free row bids (:func:`_bids`), then :func:`award_bids`. Returns the free
+    rows left, listed in ``free_rows`` in ascending order."""
     _bids(C, v, eps, free_rows, n_free, col_match, bid_col, bid_dec)
-    for q in range(n_free):
+    award_bids(free_rows, n_free, bid_col, bid_dec, row_match, col_match, v, col_best, col_winner)
+    return optimality_check(row_match, free_rows)
+
+
+@njit(cache=True, nogil=True)
+def award_bids(rows, n, bid_col, bid_dec, row_match, col_match, v, col_best, col_winner):
+    """The bids of ``rows[:n]`` (free rows) resolved: the largest decrement wins a column (equal
+    ones: the lowest row), winners take their column and lower its price by their bid,
+    displacing its row. ``col_winner`` is scratch (-1 in, -1 out); ``col_best[j]``, the winning
+    bid so far, is read only where ``col_winner[j]`` names a row."""
+    for q in range(n):
         j = bid_col[q]
         if j < 0:
             continue
-        i = free_rows[q]
+        i = rows[q]
         w = col_winner[j]
         if w < 0 or bid_dec[q] > col_best[j] or (bid_dec[q] == col_best[j] and i < w):
             col_best[j] = bid_dec[q]
             col_winner[j] = i
-    for q in range(n_free):
+    for q in range(n):
         j = bid_col[q]
-        if j < 0 or col_winner[j] != free_rows[q]:
+        if j < 0 or col_winner[j] != rows[q]:
             continue
-        i = free_rows[q]
+        i = rows[q]
         previous = col_match[j]
         if previous >= 0:
             row_match[previous] = -1
@@ -420,7 +455,6 @@ def bidding_round(C, v, eps, free_rows, n_free, row_match, col_match, bid_col, b
         row_match[i] = j
         v[j] -= bid_dec[q]
         col_winner[j] = -1
-    return optimality_check(row_match, free_rows)
 
 
 @njit(cache=True, nogil=True)

@@ -370,6 +370,49 @@ class GPUBackend(DeviceBackend):
         ), state.device_id)
         return offer
 
+    def column_competition(self, state, row_low):
+        n_bands, n_cols = state.band_low.shape
+        second, out = cupy.empty_like(state.band_low), cupy.empty(n_cols)
+        gk.kernel("scaling", "competition_bands", state.cost.dtype)((gk.blocks(n_cols), n_bands), (gk.BLOCK,), (
+            state.cost, np.int32(state.n_rows), np.int32(n_cols), row_low, np.int32(state.band_rows),
+            state.band_low, second,
+        ))
+        gk.kernel("scaling", "competition_combine")((gk.blocks(n_cols),), (gk.BLOCK,), (
+            state.band_low, second, np.int32(n_bands), np.int32(n_cols), out,
+        ))
+        state.bands_ready = False  # band_low no longer holds the raw column minima
+        return out
+
+    def cheapest_untaken(self, state, row, taken):
+        out = cupy.empty(2)
+        gk.kernel("scaling", "cheapest_untaken", state.cost.dtype)((1,), (gk.PERSISTENT_BLOCK,), (
+            state.cost, np.int32(state.n_cols), np.int64(row), state.v, taken, out))
+        value, col = out.get().tolist()
+        return value, int(col)
+
+    def lower_taken_prices(self, state, row, own, taken):
+        gk.kernel("scaling", "lower_taken_prices", state.cost.dtype)((gk.blocks(state.n_cols),), (gk.BLOCK,), (
+            state.cost, np.int32(state.n_cols), np.int64(row), state.v, taken, np.float64(own)))
+
+    def bids_of_terms(self, terms, eps):
+        n = terms.shape[0]
+        cols, dec = cupy.empty(n, dtype=np.int32), cupy.empty(n)
+        if n:
+            gk.kernel("bidding", "bids_of_terms")((gk.blocks(n),), (gk.BLOCK,), (
+                cupy.ascontiguousarray(terms), np.int32(n), np.float64(eps), cols, dec))
+        return cols, dec
+
+    def award_bids(self, state, rows, cols, dec):
+        _, _, _, col_best, col_winner = self._bid_buffers(state)
+        rows, n = cupy.ascontiguousarray(rows, dtype=np.int32), rows.shape[0]
+        if n:
+            grid = (gk.blocks(n),), (gk.BLOCK,)
+            gk.kernel("bidding", "award_best")(*grid, (cols, dec, np.int32(n), col_best))
+            gk.kernel("bidding", "award_winner")(*grid, (rows, cols, dec, np.int32(n), col_best, col_winner))
+            gk.kernel("bidding", "award_take")(*grid, (
+                rows, cols, dec, np.int32(n), state.row_match, state.col_match, state.v, col_best, col_winner))
+        return self.optimality_check(state)
+
     def jv_initialisation(self, state):
         n_rows, n_cols = state.n_rows, state.n_cols
         state.row_min_ready = False
@@ -400,11 +443,7 @@ class GPUBackend(DeviceBackend):
         self.bidding_rounds(state, 0.0, 0, ARR_MAX_ROUNDS, ARR_MAX_ROUNDS, 1 - ARR_MIN_PROGRESS)
 
     def bidding_rounds(self, state, eps, tail, max_rounds, stall, keep_share):
-        if state.bids is None:  # per free row: column, decrement, next list; per column: best bid, its row
-            state.bids = (cupy.empty(state.n_rows, dtype=np.int32), cupy.empty(state.n_rows),
-                          cupy.empty(state.n_rows, dtype=np.int32), cupy.zeros(state.n_cols, dtype=np.uint64),
-                          cupy.full(state.n_cols, np.iinfo(np.int32).max, dtype=np.int32))
-        bid_col, bid_dec, next_rows, col_best, col_winner = state.bids
+        bid_col, bid_dec, next_rows, col_best, col_winner = self._bid_buffers(state)
         state.ctl[c.CTL_BID_ROUNDS : c.CTL_BIDS + 1] = 0
         gk.launch_persistent("bidding", "bidding_rounds", state.cost.dtype, (
             state.cost, np.int32(state.n_cols), state.v, np.float64(eps), state.row_match, state.col_match,
@@ -414,6 +453,16 @@ class GPUBackend(DeviceBackend):
         ctl = state.ctl.get()
         state.n_free = int(ctl[c.CTL_N_FREE])
         return state.n_free, int(ctl[c.CTL_BID_ROUNDS]), int(ctl[c.CTL_BIDS])
+
+    @staticmethod
+    def _bid_buffers(state):
+        """The bids' scratch, made once: per free row the column, the decrement and the next
+        round's list; per column the best bid (0 between rounds) and its row (INT_MAX)."""
+        if state.bids is None:
+            state.bids = (cupy.empty(state.n_rows, dtype=np.int32), cupy.empty(state.n_rows),
+                          cupy.empty(state.n_rows, dtype=np.int32), cupy.zeros(state.n_cols, dtype=np.uint64),
+                          cupy.full(state.n_cols, np.iinfo(np.int32).max, dtype=np.int32))
+        return state.bids
 
     def initial_assignment(self, state):
         gk.kernel("reduction", "initial_assignment", state.cost.dtype)(
@@ -593,15 +642,7 @@ class GPUBackend(DeviceBackend):
             state.row_min_ready = state.bands_ready = False
             if not _finite(state.u):
                 return None
-            n_bands = state.band_low.shape[0]
-            second = cupy.empty_like(state.band_low)
-            gk.kernel("scaling", "competition_bands", dtype)((gk.blocks(n_cols), n_bands), (gk.BLOCK,), (
-                state.cost, np.int32(n_rows), np.int32(n_cols), state.u, np.int32(state.band_rows),
-                state.band_low, second,
-            ))
-            gk.kernel("scaling", "competition_combine")((gk.blocks(n_cols),), (gk.BLOCK,), (
-                state.band_low, second, np.int32(n_bands), np.int32(n_cols), state.v,
-            ))
+            state.v[:] = self.column_competition(state, state.u)
             finite = cupy.isfinite(state.v)
             top = float(state.v[finite].max()) if bool(finite.any()) else 0.0
             state.v -= top

@@ -160,25 +160,11 @@ class DistributedBackend(DistributedScaling, Backend):
                             keep_share)
 
     def _bidding_round(self, state, eps: float) -> int:
-        xp = self.xp
-        rows = xp.sort(state.free_rows[: state.n_free]).astype(np.int64)  # a GPU lists them in any order
-        cols, dec = _bids(self._row_minima_terms(state, rows), eps, xp)
-        # per column the largest decrement wins, ties to the lowest row; the rows that make no
-        # bid (column -1) sort first and win nothing: one compaction, one host read
-        order = xp.lexsort(xp.stack([rows.astype(np.float64), -dec, cols.astype(np.float64)]))
-        rows, cols, dec = rows[order], cols[order], dec[order]
-        won = cols >= 0
-        won[1:] &= cols[1:] != cols[:-1]
-        won = xp.flatnonzero(won)
-        rows, cols, dec = rows[won], cols[won], dec[won]
-        evicted = state.col_match[cols]
-        # the evicted rows lose their columns (a column held by none points at its bidder, whose
-        # entry the next line writes: bidders are free, so never evicted)
-        state.row_match[xp.where(evicted >= 0, evicted, rows)] = -1
-        state.row_match[rows] = cols.astype(state.row_match.dtype)
-        state.col_match[cols] = rows.astype(state.col_match.dtype)
-        state.v[cols] -= dec
-        return self.local.optimality_check(state)
+        """One round: the free rows' terms combined over the slabs, their bids and the award on
+        the replica (the local backend's ``bids_of_terms`` and ``award_bids``)."""
+        rows = self.xp.sort(state.free_rows[: state.n_free]).astype(np.int64)  # a GPU lists them in any order
+        cols, dec = self.local.bids_of_terms(self._row_minima_terms(state, rows), eps)
+        return self.local.award_bids(state, rows, cols, dec)
 
     def _row_minima_terms(self, state, rows):
         """``Backend.row_minima_terms`` of the replica's ``rows`` (ascending) over the whole
@@ -412,18 +398,3 @@ class DistributedBackend(DistributedScaling, Backend):
         replica.u[rows] += self.level - replica.row_level[rows]
         replica.v[cols] -= self.level - replica.col_level[cols]
 
-
-def _bids(terms, eps: float, xp):
-    """Each row's bid from its terms (u1, j1, u2, uf, jf), the rule of the CPU's ``_bids``
-    (dlap/backends/cpu/scaling.py): a free column at the minimum at no price change, else the
-    cheapest column lowered by ``u2 - u1 + eps`` (by ``eps`` alone where u2 is infinite; no bid
-    with ``eps = 0`` on a tie or a single finite entry). Returns (column or -1, decrement)."""
-    u1, j1, u2, uf, jf = (terms[:, k] for k in range(5))
-    finite = u1 < np.inf
-    take_free = finite & (uf == u1)
-    base = xp.where(finite, u1, 0.0)
-    gap = xp.where(u2 < np.inf, u2, base) - base
-    strict = finite & ~take_free & (u1 < u2) & (u2 < np.inf)
-    forced = finite & ~take_free & ~strict & (eps > 0)
-    cols = xp.where(take_free, jf, xp.where(strict | forced, j1, -1)).astype(np.int64)
-    return cols, xp.where(strict | forced, gap + eps, 0.0)

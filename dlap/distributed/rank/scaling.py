@@ -35,9 +35,6 @@ import numpy as np
 from ...backends.base import install_assignment
 from .comm import to_host
 
-#: the competition prices' columns are reduced in bands of about this many entries
-PRICE_BAND_ENTRIES = 1 << 24
-
 
 class DistributedScaling:
     """The ε-scaling primitives of :class:`~dlap.distributed.rank.backend.DistributedBackend`."""
@@ -72,7 +69,7 @@ class DistributedScaling:
             row_low = self._rows_of_slabs(slab.u)
             if self._infeasible_if(row_low):
                 return None
-            state.v[:] = self._columns_of_slabs(_competition_prices(slab.cost, row_low, xp))
+            state.v[:] = self._columns_of_slabs(self.local.column_competition(slab, row_low))
             finite = state.v[state.v < np.inf]
             top = float(finite.max()) if finite.shape[0] else 0.0
             state.v[:] = xp.where(state.v < np.inf, state.v - top, 0.0)
@@ -94,17 +91,14 @@ class DistributedScaling:
 
     def _greedy(self, state, order):
         """Rows in ``order``, each taking its cheapest untaken column (one all-gather per row:
-        each rank's cheapest untaken column, the lowest column winning ties). Returns the picks
+        each rank's ``cheapest_untaken``, the lowest column winning ties). Returns the picks
         (global columns, -1 for none) and this rank's taken flags."""
         xp, slab = self.xp, self.slab
         self._load_duals(state)
         taken = xp.zeros(slab.v.shape[0], dtype=bool)
         picked = np.full(state.n_rows, -1, dtype=np.int64)
         for q, i in enumerate(_host_list(order)):
-            reduced = slab.cost[i].astype(np.float64) - slab.v
-            reduced[taken] = np.inf
-            j = int(reduced.argmin()) if reduced.shape[0] else 0
-            best = float(reduced[j]) if reduced.shape[0] else np.inf
+            best, j = self.local.cheapest_untaken(slab, i, taken)
             offers = to_host(self.comm.allgather(xp.asarray([best, j + self.lo], dtype=np.float64)))
             r = int(offers[:, 0].argmin())
             if offers[r, 0] == np.inf:
@@ -115,9 +109,9 @@ class DistributedScaling:
         return xp.asarray(picked), taken
 
     def _fit_prices(self, state, order, picked, taken) -> None:
-        """The fit of ``greedy_prices``, last row first: each row lowers the price of every
-        column taken before it that it would rather have, to its own column's reduced cost,
-        which the column's owner broadcasts."""
+        """The price fit, last row first: each row lowers the price of every column taken before
+        it that it would rather have (``lower_taken_prices`` on every slab) to its own column's
+        reduced cost, which the column's owner broadcasts."""
         xp, slab = self.xp, self.slab
         for q in range(state.n_rows - 1, -1, -1):
             jq = int(picked[q])
@@ -130,9 +124,7 @@ class DistributedScaling:
                 taken[jq - self.lo] = False
                 own = float(slab.cost[i, jq - self.lo]) - float(slab.v[jq - self.lo])
             own = float(to_host(self.comm.bcast(xp.asarray([own]), root=owner))[0])
-            reduced = slab.cost[i].astype(np.float64) - slab.v
-            lower = taken & (reduced < own)
-            slab.v[lower] -= own - reduced[lower]
+            self.local.lower_taken_prices(slab, i, own, taken)
 
     # ------------------------------------------------------------------ step 2
 
@@ -179,10 +171,10 @@ class DistributedScaling:
         return True
 
     def _search(self, state, i0: int, col_match):
-        """Dijkstra from row ``i0`` over the slabs until a free column is completed (the CPU
-        kernel's ``_search``, step for step): each step, every slab's scan of the last row and
-        its offer (``Backend.search_offer``), all-gathered; the nearest offer wins, the first
-        free one among equals, else the first (the slabs are in column order). ``col_match`` is
+        """Dijkstra from row ``i0`` over the slabs until a free column is completed: each step,
+        every slab's scan of the last row and its offer (``search_offer``), all-gathered and
+        combined by the order of one device's search (the nearest offer, the first free one
+        among equals, else the first: the slabs are in column order). ``col_match`` is
         the assignment on the host. Returns (free column or -1, path length, the completed
         columns and their distances, and their predecessors by column), the predecessors
         written to the replica's ``col_pred`` too."""
@@ -245,23 +237,6 @@ class DistributedScaling:
 
     def _owner(self, col: int) -> int:
         return int(np.searchsorted(np.asarray(self.bounds), col, side="right")) - 1
-
-
-def _competition_prices(cost, row_low, xp):
-    """Each column's second-smallest row-reduced cost ``C[i, j] - row_low[i]`` (its smallest where
-    it has a single finite entry; inf where none): the prices of the CPU's
-    ``competition_prices`` before their shift, for this slab's columns, in bands of columns."""
-    n_rows, n_cols = cost.shape
-    out = xp.full(n_cols, np.inf)
-    step = max(1, PRICE_BAND_ENTRIES // max(n_rows, 1))
-    for a in range(0, n_cols, step):
-        reduced = cost[:, a : a + step].astype(np.float64) - row_low[:, None]
-        if n_rows >= 2:
-            two = xp.partition(reduced, 1, axis=0)[:2]
-            out[a : a + reduced.shape[1]] = xp.where(two[1] < np.inf, two[1], two[0])
-        else:
-            out[a : a + reduced.shape[1]] = reduced[0]
-    return out
 
 
 def _host_list(x) -> list:

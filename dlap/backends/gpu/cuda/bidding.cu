@@ -118,8 +118,27 @@ __device__ void row_terms(const T* row, int group_threads, int n_cols, const dou
     }
 }
 
+// A row's bid from its terms (the rule above): the column it bids for (-1: none) and the
+// decrement. backends/cpu/scaling.py's _bid.
+__device__ __forceinline__ void bid_rule(double u1, int j1, double u2, double uf, int jf, double eps, int& target,
+                                         double& dec) {
+    target = -1;
+    dec = 0.0;
+    if (u1 < DLAP_INF) {
+        if (uf == u1) {
+            target = jf;
+        } else if (u1 < u2 && u2 < DLAP_INF) {
+            target = j1;
+            dec = (u2 - u1) + eps;
+        } else if (eps > 0) {
+            target = j1;
+            dec = (u2 < DLAP_INF ? u2 - u1 : 0.0) + eps;
+        }
+    }
+}
+
 // The bid of the row (row_terms) that the group holding this thread scans, in the group's first
-// thread: the column it bids for (-1: none) and the decrement (the rule above).
+// thread (bid_rule).
 template <typename T>
 __device__ void row_bid(const T* row, int group_threads, int n_cols, const double* v, const int* col_match,
                         double eps, Candidate* s1, Candidate* s2, Candidate* sf, int& target, double& dec) {
@@ -127,17 +146,49 @@ __device__ void row_bid(const T* row, int group_threads, int n_cols, const doubl
     row_terms(row, group_threads, n_cols, v, col_match, s1, s2, sf, c1, c2, cf);
     target = -1;
     dec = 0.0;
-    if ((threadIdx.x & (group_threads - 1)) == 0 && c1.value < DLAP_INF) {
-        if (cf.value == c1.value) {
-            target = cf.col;
-        } else if (c1.value < c2.value && c2.value < DLAP_INF) {
-            target = c1.col;
-            dec = (c2.value - c1.value) + eps;
-        } else if (eps > 0) {
-            target = c1.col;
-            dec = (c2.value < DLAP_INF ? c2.value - c1.value : 0.0) + eps;
-        }
-    }
+    if ((threadIdx.x & (group_threads - 1)) == 0) bid_rule(c1.value, c1.col, c2.value, cf.value, cf.col, eps, target, dec);
+}
+
+// Backend.bids_of_terms: the bid of each row of terms (rows of u1, j1, u2, uf, jf), for the Dask
+// engine's rounds, whose terms are combined over the ranks' slabs.
+extern "C" __global__ void bids_of_terms(const double* terms, int n, double eps, int* bid_col, double* bid_dec) {
+    const long long q = global_thread();
+    if (q >= n) return;
+    const double* t = terms + 5 * q;
+    int target;
+    double dec;
+    bid_rule(t[0], static_cast<int>(t[1]), t[2], t[3], static_cast<int>(t[4]), eps, target, dec);
+    bid_col[q] = target;
+    bid_dec[q] = dec;
+}
+
+// Backend.award_bids, in three launches: each column's largest bid (award_best), the lowest row
+// bidding it (award_winner), the winners take their columns and lower their prices, displacing
+// the rows there, and leave col_best (0) and col_winner (INT_MAX) as they came (award_take).
+extern "C" __global__ void award_best(const int* bid_col, const double* bid_dec, int n, u64* col_best) {
+    const long long q = global_thread();
+    if (q < n && bid_col[q] >= 0) atomicMax(&col_best[bid_col[q]], ordered(bid_dec[q]));
+}
+
+extern "C" __global__ void award_winner(const int* rows, const int* bid_col, const double* bid_dec, int n,
+                                        const u64* col_best, int* col_winner) {
+    const long long q = global_thread();
+    if (q < n && bid_col[q] >= 0 && ordered(bid_dec[q]) == col_best[bid_col[q]]) atomicMin(&col_winner[bid_col[q]], rows[q]);
+}
+
+extern "C" __global__ void award_take(const int* rows, const int* bid_col, const double* bid_dec, int n, int* row_match,
+                                      int* col_match, double* v, u64* col_best, int* col_winner) {
+    const long long q = global_thread();
+    if (q >= n) return;
+    const int j = bid_col[q], i = rows[q];
+    if (j < 0 || col_winner[j] != i) return;
+    const int previous = col_match[j];  // an assigned row: never a bidder
+    if (previous >= 0) row_match[previous] = -1;
+    col_match[j] = i;
+    row_match[i] = j;
+    v[j] -= bid_dec[q];
+    col_best[j] = 0;
+    col_winner[j] = 0x7fffffff;
 }
 
 // Backend.row_minima_terms: terms[q] = (u1, j1, u2, uf, jf) of row rows[q] (row_terms, one block

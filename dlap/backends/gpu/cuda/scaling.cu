@@ -275,6 +275,35 @@ greedy_prices(const T* C, int n_rows, int n_cols, double* v_g, const long long* 
         for (int jl = threadIdx.x; jl < width; jl += blockDim.x) v_g[lo + jl] = v[jl];
 }
 
+// The greedy start's steps on a Dask rank's column slab (dlap/distributed/rank/scaling.py), as
+// backends/cpu/scaling.py's cheapest_untaken (one block: out = the smallest reduced cost of the
+// row over the untaken columns, its first column or -1) and lower_taken_prices.
+template <typename T>
+__global__ void __launch_bounds__(SCALE_THREADS, 1)
+cheapest_untaken(const T* C, int n_cols, long long row, const double* v, const bool* taken, double* out) {
+    __shared__ double sv[32];
+    __shared__ unsigned sk[32];
+    double best = DLAP_INF;
+    unsigned key = 0xffffffffu;
+    for_each_entry(C + row * n_cols, n_cols, [&](int j, double c) {
+        const double h = c - v[j];
+        if (!taken[j] && h < best) { best = h; key = j; }  // j rises: the thread's first minimum
+    });
+    block_argmin_key(best, key, sv, sk);
+    if (threadIdx.x == 0) {
+        out[0] = best;
+        out[1] = best < DLAP_INF ? static_cast<double>(key) : -1.0;
+    }
+}
+
+template <typename T>
+__global__ void lower_taken_prices(const T* C, int n_cols, long long row, double* v, const bool* taken, double own) {
+    const long long j = global_thread();
+    if (j >= n_cols || !taken[j]) return;
+    const double h = widen(C[row * n_cols + j]) - v[j];
+    if (h < own) v[j] -= own - h;
+}
+
 // ------------------------------------------------------------------------ one phase
 
 // What a warp tells the cluster after each step: its nearest column (distance and key), the row

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -229,7 +230,8 @@ def _write_text(path: str, text: str) -> None:
 
 def cmd_bench(args) -> int:
     _check_bench_outputs(args)
-    suite = {"batch": _bench_batch, "dgs": _bench_dgs, "deadlines": _bench_deadlines}.get(args.suite, _bench_grid)
+    suite = {"batch": _bench_batch, "dgs": _bench_dgs, "deadlines": _bench_deadlines,
+             "points": _bench_points}.get(args.suite, _bench_grid)
     return suite(args)
 
 
@@ -278,6 +280,14 @@ def _bench_dgs(args) -> int:
     records = dgs.run(sizes=args.n, families=args.families, device=args.device, seed=args.seed, out=args.json)
     _print_table(args, dgs.table(records))
     return 0
+
+
+def _bench_points(args) -> int:
+    from .bench import points
+
+    records = points.run(sizes=args.n, device=args.device, seed=args.seed, out=args.json)
+    _print_table(args, points.table(records))
+    return 0 if all(r.get("optimal", True) and r.get("same_optimum", True) for r in records) else 1
 
 
 def _bench_deadlines(args) -> int:
@@ -341,13 +351,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                    help="gpu: the anchors grid plus geometric and float instances, GPU solvers "
                         "timed from the host and from the GPU, against lap and scipy")
-    p.add_argument("--suite", choices=("grid", "hard", "batch", "dgs", "deadlines"), default="grid",
+    p.add_argument("--suite", choices=("grid", "hard", "batch", "dgs", "deadlines", "points"), default="grid",
                    help="grid: families x sizes against lap and scipy; hard: structured costs (geometric, "
                         "geometric-int, -3d, -disjoint, -benefit, machol-wien, ties:4) at n = 500 to 4000 on the "
                         "CPU, 1000 to 20000 on the GPU, against scipy, lap and lapx; batch: dlap.solve_batch "
                         "against scipy (loop and thread pool), lapx and fastlap on five batches; dgs: Deep Greedy "
                         "Switching against dlap's exact solver (gaps, deadlines); deadlines: how far past their "
-                        "deadlines DGS solves end, and the thread team, idle and on busy cores")
+                        "deadlines DGS solves end, and the thread team, idle and on busy cores; points: "
+                        "dlap.solve_points on uniform 2-D points (default n = 10000 100000) beside the dense engine")
     p.add_argument("--n", type=int, nargs="+", help="sizes (default 1000 2000 4000; dgs: 1000 to 20000)")
     p.add_argument("--families", nargs="+",
                    help="family[:f], e.g. uniform:0.1 geometric machol-wien ties (default uniform:1 uniform:10 float); "
@@ -367,6 +378,28 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _log_to_stderr() -> None:
+    """The ``dlap`` log's warnings on stderr as ``dlap: ...`` lines (a library leaves that to its
+    caller; the command is the caller)."""
+    log = logging.getLogger("dlap")
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("dlap: %(message)s"))
+        log.addHandler(handler)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (not when it was made)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 class Terminated(BaseException):
     """SIGTERM, raised where the command runs so that what it was writing is removed."""
 
@@ -377,6 +410,7 @@ def _terminate(signum, frame):
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    _log_to_stderr()
     previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
     try:
         return args.run(args)

@@ -30,6 +30,11 @@ def array_module(x):
     return np
 
 
+def to_host(x) -> np.ndarray:
+    """``x`` as a NumPy array (a CuPy array copied from its GPU)."""
+    return x.get() if is_device_array(x) else np.asarray(x)
+
+
 def gpus_visible() -> int:
     """GPUs CuPy sees on this machine (0 without CuPy, a driver or a device)."""
     try:

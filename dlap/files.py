@@ -13,17 +13,19 @@ from __future__ import annotations
 import contextlib
 import glob
 import json
+import logging
 import os
 import re
 import secrets
 import shutil
 import signal
-import sys
 import threading
 import warnings
 from pathlib import Path
 
 import numpy as np
+
+_log = logging.getLogger(__name__)
 
 MATRIX_FORMATS = (".npy", ".csv", ".zarr")
 #: a solution: .npz (row_ind, col_ind, row_duals, col_duals), .csv (row,col lines), .json (all
@@ -158,7 +160,7 @@ def _temporary(target: Path, kind: str) -> Path:
 
 def remove_leftovers(target: Path) -> None:
     """Remove what writes to ``target`` by processes no longer alive left beside it (a SIGKILL
-    during ``--out``), saying so on stderr."""
+    during ``--out``), saying so in the ``dlap`` log."""
     for leftover in target.parent.glob(f".{glob.escape(target.name)}.*-*.*"):
         pid, _, rest = leftover.name[len(target.name) + 2:].partition("-")
         if not pid.isdigit() or rest.rpartition(".")[2] not in ("tmp", "old") or _alive(int(pid)):
@@ -167,7 +169,7 @@ def remove_leftovers(target: Path) -> None:
             shutil.rmtree(leftover, ignore_errors=True)
         else:
             leftover.unlink(missing_ok=True)
-        print(f"dlap: removed {leftover}, left by an interrupted write to {target}", file=sys.stderr)
+        _log.warning("removed %s, left by an interrupted write to %s", leftover, target)
 
 
 def _alive(pid: int) -> bool:

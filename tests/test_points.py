@@ -152,10 +152,11 @@ def test_the_gpu_computes_the_cpus_costs(metric, dtype):
 @pytest.mark.gpu
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 60), m=st.integers(1, 60), metric=st.sampled_from(METRICS), maximize=st.booleans(),
-       seed=st.integers(0, 2**31 - 1), candidates=st.integers(1, 8))
-def test_the_gpu_engine_reaches_the_optimum(n, m, metric, maximize, seed, candidates):
+       seed=st.integers(0, 2**31 - 1), candidates=st.integers(1, 8), d=st.sampled_from([3, 12]))
+def test_the_gpu_engine_reaches_the_optimum(n, m, metric, maximize, seed, candidates, d):
+    """d = 3: the k-d trees on the host; d = 12: the GPU's scans of every pair."""
     rng = np.random.default_rng(seed)
-    a, b = rng.random((n, 3)) + 0.1, rng.random((m, 3)) + 0.1
+    a, b = rng.random((n, d)) + 0.1, rng.random((m, d)) + 0.1
     p = 1.5 if metric == "minkowski" else None
     result = _check(a, b, metric, p, maximize, device="gpu", candidates=candidates)
     assert result.stats.device == "gpu"

@@ -2,12 +2,16 @@
 
 Lee & Orlin's sparse core with pricing, as in column generation:
 
-1. **candidates**: each row's ``k`` cheapest columns (its nearest points in the metric);
-2. **core solve**: the exact assignment of that sparse graph by shortest augmenting paths, from
-   the row reductions and a greedy matching; a row no path leaves from gets edges to its nearest
-   free columns, and the search runs again;
+1. **candidates**: each row's ``k`` cheapest columns and each column's ``k`` cheapest rows (their
+   nearest points in the metric: :mod:`dlap.points.search`);
+2. **core solve**: prices from Bertsekas' ε-scaling auction on that sparse graph, then its exact
+   assignment by shortest augmenting paths from them (Jonker & Volgenant's augmenting row
+   reduction, then Crouse's rectangular Dijkstra); a row no path leaves from gets edges to its
+   nearest free columns, and the search runs again;
 3. **pricing**: every one of the n x m pairs' reduced cost ``c_ij - u_i - v_j`` against the core's
-   duals; pairs below zero join the core, and it is solved again, warm where the matrix is square;
+   duals; pairs below zero join the core, which is solved again warm: by the auction where many
+   rows have new edges, else by letting the rows whose pairs the new edges undercut go and
+   searching for them again (square matrices);
 4. stop when pricing finds none: the duals are then feasible for every pair and the assignment is
    optimal for the whole matrix. :func:`dlap.certificate.certify` proves it again, block by block.
 
@@ -25,6 +29,7 @@ from ..device import array_module
 from ..result import Stats
 from ..timing import PhaseTimer
 from .metrics import METRIC_IDS
+from .search import PairSearch
 
 #: each row's candidates to start from, and the most violators of a row one pricing pass adds
 DEFAULT_CANDIDATES = 32
@@ -33,44 +38,60 @@ DEFAULT_CANDIDATES = 32
 PRICING_RTOL = 1e-12
 #: bids of the augmenting row reduction per free row before the shortest paths take over
 ARR_STEPS_PER_ROW = 8
+#: the auction's first and last ε, as shares of the spread of the core's costs, and the factor between
+#: phases (uniform points: the bids hardly change from 0.05 to 1, 1e-4 to 1e-6, 4 to 10)
+AUCTION_FIRST_EPS = 0.25
+AUCTION_LAST_EPS = 1e-6
+AUCTION_EPS_FACTOR = 6.0
+#: a phase with more bids per row than this is taken as a core without a perfect matching
+AUCTION_BIDS_PER_ROW = 200
+#: after pricing, the core is solved again by the auction where more than this share of the rows
+#: have new edges, else by letting the rows they undercut go (square matrices)
+WARM_AUCTION_SHARE = 0.05
 #: the most pricing rounds before the engine gives up (a bound the tests never reach)
 MAX_ROUNDS = 1000
 
 
 class SparseCore:
-    """The core's edges (row, column, cost), kept unique, and its CSR for the solver."""
+    """The core's edges, kept unique and sorted by (row, column), so they are its CSR."""
 
     def __init__(self, n_rows: int, n_cols: int):
         self.n_rows, self.n_cols = n_rows, n_cols
-        self.rows = np.empty(0, dtype=np.int64)
-        self.cols = np.empty(0, dtype=np.int64)
+        self.keys = np.empty(0, dtype=np.int64)  # row * n_cols + col, ascending
         self.costs = np.empty(0)
-        self.keys = np.empty(0, dtype=np.int64)  # row * n_cols + col, sorted
+        self._csr = None
 
     def add(self, rows, cols, costs) -> int:
         """Add the edges not in the core yet; returns how many were new."""
         keep = cols >= 0
-        rows, cols, costs = rows[keep], cols[keep], costs[keep]
-        keys = rows * self.n_cols + cols
-        keys, first = np.unique(keys, return_index=True)
-        new = ~np.isin(keys, self.keys, assume_unique=True)
-        rows, cols, costs, keys = rows[first][new], cols[first][new], costs[first][new], keys[new]
-        if keys.size:
-            self.rows = np.concatenate((self.rows, rows))
-            self.cols = np.concatenate((self.cols, cols))
-            self.costs = np.concatenate((self.costs, costs))
-            self.keys = np.sort(np.concatenate((self.keys, keys)))
-        return int(keys.size)
+        keys, first = np.unique(rows[keep] * self.n_cols + cols[keep], return_index=True)
+        costs = costs[keep][first]
+        at = np.searchsorted(self.keys, keys)
+        new = at == self.keys.shape[0]
+        new[~new] = self.keys[at[~new]] != keys[~new]
+        if new.any():
+            self.keys = np.insert(self.keys, at[new], keys[new])
+            self.costs = np.insert(self.costs, at[new], costs[new])
+            self._csr = None
+        return int(new.sum())
+
+    @property
+    def rows(self):
+        return self.keys // self.n_cols
+
+    @property
+    def cols(self):
+        return self.keys % self.n_cols
 
     def csr(self):
-        order = np.lexsort((self.cols, self.rows))
-        indptr = np.zeros(self.n_rows + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.rows, minlength=self.n_rows), out=indptr[1:])
-        return indptr, self.cols[order], self.costs[order]
+        if self._csr is None:
+            indptr = np.searchsorted(self.keys, np.arange(self.n_rows + 1, dtype=np.int64) * self.n_cols)
+            self._csr = indptr, self.cols, self.costs
+        return self._csr
 
     @property
     def size(self) -> int:
-        return int(self.rows.shape[0])
+        return int(self.keys.shape[0])
 
 
 class CoreSolution:
@@ -132,23 +153,22 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
     core, solution = SparseCore(n, m), CoreSolution(n, m)
     counts, _timed = stats.phase_counts, PhaseTimer(stats)
 
+    search = PairSearch(kernels, a, b, a_norms, b_norms, metric, p, sign)
     with _timed("candidates"):
-        index, cost = np.empty((n, k), dtype=np.int64), np.empty((n, k))
-        kernels.nearest_columns(*args, k, index, cost)
+        index, cost = search.nearest_columns(k)
         core.add(np.repeat(np.arange(n, dtype=np.int64), k), index.ravel(), cost.ravel())
         k_rows = max(1, min(k, n))
-        back_index, back_cost = np.empty((m, k_rows), dtype=np.int64), np.empty((m, k_rows))
-        kernels.nearest_columns(b, a, b_norms, a_norms, METRIC_IDS[metric], p, sign, k_rows, back_index, back_cost)
+        back_index, back_cost = search.nearest_rows(k_rows)
         core.add(back_index.ravel(), np.repeat(np.arange(m, dtype=np.int64), k_rows), back_cost.ravel())
     with _timed("core_solve"):
         solution.start(core)
+        _auction(core, solution, square, counts)
         _assign_all(kernels, core, solution, args, square, counts)
     violators_index, violators_reduced = np.empty((n, k), dtype=np.int64), np.empty((n, k))
     violators_count = np.empty(n, dtype=np.int64)
     for round_ in range(1, MAX_ROUNDS + 1):
         with _timed("pricing"):
-            kernels.price(*args, solution.u, solution.v, PRICING_RTOL, violators_index, violators_reduced,
-                          violators_count)
+            search.price(solution.u, solution.v, PRICING_RTOL, violators_index, violators_reduced, violators_count)
             counts["violators"] = counts.get("violators", 0) + int(violators_count.sum())
             rows = np.repeat(np.arange(n, dtype=np.int64), np.minimum(violators_count, k))
             cols = violators_index[np.arange(k)[None, :] < violators_count[:, None]]
@@ -166,6 +186,40 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
     return solution
 
 
+def _auction(core, solution, square: bool, counts, first_eps: float | None = None) -> None:
+    """Prices from Bertsekas' ε-scaling auction on the core, from the solution's prices and
+    matching, ε from ``first_eps`` (else ``AUCTION_FIRST_EPS`` of the costs' spread) down to
+    ``AUCTION_LAST_EPS``; the rows not tight under them are let go for the exact solve, and on a
+    rectangular matrix the columns left unassigned get price 0 (their dual). Where the auction
+    finds no perfect matching of the core, the solution is left as it was."""
+    from ..backends.cpu import points as core_kernels
+
+    indptr, indices, costs = core.csr()
+    span = float(costs.max() - costs.min()) if costs.size else 0.0
+    if span == 0.0:
+        return
+    last = AUCTION_LAST_EPS * span
+    first = AUCTION_FIRST_EPS * span if first_eps is None else max(first_eps, last)
+    counters = np.zeros(2, dtype=np.int64)
+    v, col4row, row4col = solution.v.copy(), solution.col4row.copy(), solution.row4col.copy()
+    settled = core_kernels.scaled_auction(indptr, indices, costs, v, col4row, row4col, first, last,
+                                          AUCTION_EPS_FACTOR, span, AUCTION_BIDS_PER_ROW * core.n_rows, counters)
+    counts["auction_bids"] = counts.get("auction_bids", 0) + int(counters[0])
+    counts["auction_phases"] = counts.get("auction_phases", 0) + int(counters[1])
+    if not settled:
+        return
+    free = -1
+    while True:  # until no row is let go: a column let go gets price 0, which can undercut others
+        if not square:
+            v[row4col < 0] = 0.0
+        now_free = core_kernels.release_loose_rows(indptr, indices, costs, v, col4row, row4col, 0.0)
+        if square or now_free == free:
+            break
+        free = now_free
+    solution.v[:], solution.col4row[:], solution.row4col[:] = v, col4row, row4col
+    core_kernels.row_duals(indptr, indices, costs, solution.v, solution.u)
+
+
 def _exact_costs(kernels, args, rows, cols):
     """The pairs' costs as the metric defines them (not rebuilt from reduced costs and duals)."""
     out = np.empty(rows.shape[0])
@@ -175,12 +229,19 @@ def _exact_costs(kernels, args, rows, cols):
 
 
 def _resume(kernels, core, solution, args, square, counts, rows, cols, costs) -> None:
-    """Solve the grown core: warm from the duals on a square matrix, else again from the start."""
-    _restart(core, solution, square, counts, rows, cols, costs)
+    """Solve the core grown by the pairs ``rows``, ``cols`` (costs ``costs``), warm: by the auction
+    from the prices where many rows have new pairs or the matrix is rectangular, else by letting
+    go the rows the new pairs undercut."""
+    if square and np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows:
+        counts["rows_let_go"] = counts.get("rows_let_go", 0) + solution.repair(rows, cols, costs)
+    else:
+        gap = float((solution.u[rows] + solution.v[cols] - costs).max()) if costs.size else 0.0
+        _auction(core, solution, square, counts, max(gap, 0.0))
     _assign_all(kernels, core, solution, args, square, counts)
 
 
 def _restart(core, solution, square, counts, rows, cols, costs) -> None:
+    """After a dead end: the square solution repaired for the new pairs, a rectangular one started again."""
     if square:
         counts["rows_let_go"] = counts.get("rows_let_go", 0) + solution.repair(rows, cols, costs)
     else:

@@ -26,3 +26,12 @@ def test_the_batch_and_dgs_suites_run_from_the_command(tmp_path, capsys):
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert records and all(r["n"] == 60 for r in records)
     assert "| geometric" in capsys.readouterr().out
+
+
+def test_the_points_suite_runs_from_the_command(tmp_path, capsys):
+    out = tmp_path / "p.jsonl"
+    assert cli.main(["bench", "--suite", "points", "--n", "300", "--json", str(out)]) == 0
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["n"] == 300 and record["optimal"] and record["same_optimum"]
+    assert record["phase_counts"]["pricing_rounds"] >= 1
+    assert "| 300 | cpu |" in capsys.readouterr().out

@@ -273,8 +273,93 @@ def augmenting_row_reduction(indptr, indices, costs, u, v, col4row, row4col, row
             tail = (tail + 1) % size
             n_queue += 1
         col4row[i], row4col[j1] = j1, i
+    row_duals(indptr, indices, costs, v, u)
+
+
+@njit(cache=True)
+def row_duals(indptr, indices, costs, v, u):
+    """``u[i] = min_j (c_ij - v_j)`` over row i's edges: the largest row duals ``v`` allows."""
     for i in range(u.shape[0]):
         lowest = np.inf
         for e in range(indptr[i], indptr[i + 1]):
             lowest = min(lowest, costs[e] - v[indices[e]])
         u[i] = lowest
+
+
+
+@njit(cache=True)
+def release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps):
+    """Unassign every row whose column's ``c - v`` is more than ``eps`` above its cheapest (the
+    rows that break ε-complementary slackness; with ``eps = 0``, every row not tight). Returns
+    how many rows are free afterwards."""
+    free = 0
+    for i in range(indptr.shape[0] - 1):
+        j = col4row[i]
+        if j < 0:
+            free += 1
+            continue
+        lowest, own = np.inf, np.inf
+        for e in range(indptr[i], indptr[i + 1]):
+            h = costs[e] - v[indices[e]]
+            lowest = min(lowest, h)
+            if indices[e] == j:
+                own = h
+        if own > lowest + eps:
+            col4row[i] = -1
+            row4col[j] = -1
+            free += 1
+    return free
+
+
+@njit(cache=True)
+def scaled_auction(indptr, indices, costs, v, col4row, row4col, eps, eps_end, factor, lone_gap, bid_limit, counters):
+    """Bertsekas' auction with ε-scaling on a sparse graph (Gauss-Seidel: one free row bids at a
+    time), from prices ``v`` and a matching: each phase frees the rows that break
+    ε-complementary slackness (:func:`release_loose_rows`), and each free row takes its cheapest
+    column ``c - v``, lowering its price by the gap to its second cheapest plus ε and displacing
+    its holder (a row with one edge bids ``lone_gap`` plus ε, at least the spread of the costs);
+    then ε is divided by ``factor`` until it reaches ``eps_end``. Leaves every row assigned
+    within ``eps_end`` of its cheapest column. Returns False where the rows in sight have no
+    perfect matching (more than ``bid_limit`` bids in a phase, or a row without edges).
+    ``counters``: [0] bids, [1] phases."""
+    n = indptr.shape[0] - 1
+    size = n + 1
+    queue = np.empty(size, dtype=np.int64)
+    while True:
+        release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps)
+        waiting = 0
+        for i in range(n):
+            if col4row[i] < 0:
+                queue[waiting] = i
+                waiting += 1
+        head, tail = 0, waiting
+        bids = 0
+        while waiting:
+            i = queue[head]
+            head = head + 1 if head + 1 < size else 0
+            waiting -= 1
+            w1, w2, j1 = np.inf, np.inf, -1
+            for e in range(indptr[i], indptr[i + 1]):
+                h = costs[e] - v[indices[e]]
+                if h < w2:
+                    if h < w1:
+                        w2, w1, j1 = w1, h, indices[e]
+                    else:
+                        w2 = h
+            if j1 < 0 or bids >= bid_limit:
+                return False
+            bids += 1
+            v[j1] -= (w2 - w1 if w2 < np.inf else lone_gap) + eps
+            holder = row4col[j1]
+            if holder >= 0:
+                col4row[holder] = -1
+                queue[tail] = holder
+                tail = tail + 1 if tail + 1 < size else 0
+                waiting += 1
+            row4col[j1] = i
+            col4row[i] = j1
+        counters[0] += bids
+        counters[1] += 1
+        if eps <= eps_end:
+            return True
+        eps = max(eps / factor, eps_end)

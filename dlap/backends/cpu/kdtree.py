@@ -1,0 +1,233 @@
+"""A k-d tree over a point set for the sparse-core engine (dlap/points/core.py): each row's nearest
+columns and the pricing of every pair, visiting only the boxes of points where the answer can be.
+
+The tree splits the points at the median of their widest coordinate until a box holds at most
+``leaf_size``; every node keeps its points' bounding box. A box's distance bounds (the gaps to its
+faces, combined by the metric) are lower than every point's cost in float64 (each gap is at most the
+point's own difference, and rounding is monotone), shrunk by ``BOUND_SLACK`` for the operations whose
+rounding is not (powers, cosine's normalisation). So a query that skips a box whose bound already
+rules its points out gives exactly the brute-force answer: the same nearest columns, and every pair
+whose reduced cost ``c_ij - u_i - v_j`` is negative (a box is skipped when its lowest cost, less
+``u_i`` and the box's largest ``v_j``, is at least 0), ties broken by the lower column as there.
+
+Cosine boxes are made over the normalised points, where ``1 - cos = |x - y|**2 / 2``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from . import numba_setup  # noqa: F401 - cache folder and wait policy before any kernel compiles
+from .points import pair_cost
+
+#: a box's cost bound is shrunk by this relative (and, for cosine, absolute) margin, far above the
+#: rounding of the costs it bounds
+BOUND_SLACK = 1e-12
+#: points per leaf
+LEAF_SIZE = 16
+#: rows a thread takes at a time in the parallel queries
+QUERY_CHUNK = 64
+
+
+@njit(cache=True)
+def build(points, leaf_size):
+    """The tree over ``points`` (m x d, float64): ``perm`` (the points in tree order), per node
+    its range ``[start[k], stop[k])`` of ``perm``, its children (-1 for a leaf; a child comes
+    after its parent) and its box ``low[k]``, ``high[k]``."""
+    m, d = points.shape
+    capacity = 2 * (2 * m // max(leaf_size, 1) + 2)
+    perm = np.arange(m)
+    start = np.empty(capacity, dtype=np.int64)
+    stop = np.empty(capacity, dtype=np.int64)
+    left = np.full(capacity, -1, dtype=np.int64)
+    right = np.full(capacity, -1, dtype=np.int64)
+    low = np.empty((capacity, d))
+    high = np.empty((capacity, d))
+    stack = np.empty(capacity, dtype=np.int64)
+    start[0], stop[0] = 0, m
+    n_nodes, depth = 1, 1
+    stack[0] = 0
+    while depth:
+        depth -= 1
+        k = stack[depth]
+        lo, hi = start[k], stop[k]
+        for c in range(d):
+            low[k, c] = np.inf
+            high[k, c] = -np.inf
+        for t in range(lo, hi):
+            for c in range(d):
+                x = points[perm[t], c]
+                low[k, c] = min(low[k, c], x)
+                high[k, c] = max(high[k, c], x)
+        if hi - lo <= leaf_size:
+            continue
+        widest, extent = 0, -1.0
+        for c in range(d):
+            if high[k, c] - low[k, c] > extent:
+                widest, extent = c, high[k, c] - low[k, c]
+        if extent <= 0:
+            continue  # identical points: one leaf
+        keys = np.empty(hi - lo)
+        for t in range(lo, hi):
+            keys[t - lo] = points[perm[t], widest]
+        order = np.argsort(keys, kind="mergesort")
+        perm[lo:hi] = perm[lo:hi][order]
+        mid = (lo + hi) // 2
+        for child, a, b in ((0, lo, mid), (1, mid, hi)):
+            start[n_nodes], stop[n_nodes] = a, b
+            if child == 0:
+                left[k] = n_nodes
+            else:
+                right[k] = n_nodes
+            stack[depth] = n_nodes
+            depth += 1
+            n_nodes += 1
+    return perm, start[:n_nodes], stop[:n_nodes], left[:n_nodes], right[:n_nodes], low[:n_nodes], high[:n_nodes]
+
+
+@njit(cache=True, inline="always")
+def box_cost_bound(x, low, high, k, metric, p, sign):
+    """A lower bound on ``sign * metric(x, y)`` over the points y of box ``k``, in the tree's
+    coordinates (normalised for cosine)."""
+    s = 0.0
+    for c in range(x.shape[0]):
+        if sign > 0:
+            g = max(low[k, c] - x[c], x[c] - high[k, c], 0.0)
+        else:
+            g = max(abs(x[c] - low[k, c]), abs(x[c] - high[k, c]))
+        if metric == 2:
+            s += g
+        elif metric == 3:
+            s += g**p
+        else:
+            s += g * g
+    if metric == 0:
+        s = math.sqrt(s)
+    elif metric == 3:
+        s = s ** (1.0 / p)
+    elif metric == 4:
+        s = 0.5 * s
+    if sign > 0:
+        s = s * (1.0 - BOUND_SLACK) - (BOUND_SLACK if metric == 4 else 0.0)
+        return s
+    s = s * (1.0 + BOUND_SLACK) + (BOUND_SLACK if metric == 4 else 0.0)
+    return -s
+
+
+@njit(cache=True, inline="always")
+def _before(key, item, other_key, other_item):
+    return key < other_key or (key == other_key and item < other_item)
+
+
+@njit(cache=True, inline="always")
+def _insert(keys, items, t, key, item):
+    """Put (key, item) into the ascending ``keys[:t + 1]``, whose slot ``t`` is free or its
+    largest, to be overwritten; order by key, then item."""
+    while t > 0 and _before(key, item, keys[t - 1], items[t - 1]):
+        keys[t] = keys[t - 1]
+        items[t] = items[t - 1]
+        t -= 1
+    keys[t] = key
+    items[t] = item
+
+
+@njit(cache=True)
+def _query_point(a, i, norms, metric):
+    """Row i of ``a`` in the tree's coordinates (float64; normalised for cosine)."""
+    x = np.empty(a.shape[1])
+    for c in range(a.shape[1]):
+        x[c] = np.float64(a[i, c])
+        if metric == 4:
+            x[c] /= norms[i]
+    return x
+
+
+@njit(cache=True, parallel=True)
+def nearest_columns(tree, a, b, na, nb, metric, p, sign, k, index, cost):
+    """``index[i]``, ``cost[i]``: row i's ``k`` cheapest columns of ``b``, cheapest first (ties: the
+    lower column): :func:`dlap.backends.cpu.points.nearest_columns` through ``tree`` (over ``b``)."""
+    perm, start, stop, left, right, low, high = tree
+    n = a.shape[0]
+    for chunk in prange((n + QUERY_CHUNK - 1) // QUERY_CHUNK):
+        stack = np.empty(2 * 64 + 2, dtype=np.int64)
+        bound = np.empty(2 * 64 + 2)
+        for i in range(chunk * QUERY_CHUNK, min(n, (chunk + 1) * QUERY_CHUNK)):
+            x = _query_point(a, i, na, metric)
+            for t in range(k):
+                cost[i, t] = np.inf
+                index[i, t] = -1
+            stack[0], bound[0], depth = 0, -np.inf, 1
+            while depth:
+                depth -= 1
+                node, lb = stack[depth], bound[depth]
+                if lb > cost[i, k - 1]:
+                    continue
+                if left[node] < 0:
+                    for t in range(start[node], stop[node]):
+                        j = perm[t]
+                        c = pair_cost(a, b, na, nb, i, j, metric, p, sign)
+                        if _before(c, j, cost[i, k - 1], index[i, k - 1]) or index[i, k - 1] < 0:
+                            _insert(cost[i], index[i], k - 1, c, j)
+                    continue
+                near, far = left[node], right[node]
+                lb_near = box_cost_bound(x, low, high, near, metric, p, sign)
+                lb_far = box_cost_bound(x, low, high, far, metric, p, sign)
+                if lb_far < lb_near:
+                    near, far, lb_near, lb_far = far, near, lb_far, lb_near
+                stack[depth], bound[depth] = far, lb_far
+                stack[depth + 1], bound[depth + 1] = near, lb_near
+                depth += 2
+
+
+@njit(cache=True)
+def column_ceilings(tree, v, out):
+    """``out[k]``: the largest ``v`` over the points of node ``k`` (children after parents, so a
+    reverse sweep fills the leaves first)."""
+    perm, start, stop, left, right, _, _ = tree
+    for node in range(start.shape[0] - 1, -1, -1):
+        if left[node] < 0:
+            top = -np.inf
+            for t in range(start[node], stop[node]):
+                top = max(top, v[perm[t]])
+            out[node] = top
+        else:
+            out[node] = max(out[left[node]], out[right[node]])
+
+
+@njit(cache=True, parallel=True)
+def price(tree, ceilings, a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count):
+    """:func:`dlap.backends.cpu.points.price` through ``tree`` (over ``b``, with ``ceilings`` from
+    :func:`column_ceilings` of ``v``): a box is skipped when its lowest cost less ``u_i`` and its
+    largest ``v_j`` is at least 0, where no pair of it can violate; the same violators, counts
+    and most negative ones (ties: the lower column)."""
+    perm, start, stop, left, right, low, high = tree
+    n, cap = a.shape[0], index.shape[1]
+    for chunk in prange((n + QUERY_CHUNK - 1) // QUERY_CHUNK):
+        stack = np.empty(2 * 64 + 2, dtype=np.int64)
+        for i in range(chunk * QUERY_CHUNK, min(n, (chunk + 1) * QUERY_CHUNK)):
+            x = _query_point(a, i, na, metric)
+            found = 0
+            stack[0], depth = 0, 1
+            while depth:
+                depth -= 1
+                node = stack[depth]
+                if box_cost_bound(x, low, high, node, metric, p, sign) - u[i] - ceilings[node] >= 0:
+                    continue
+                if left[node] >= 0:
+                    stack[depth], stack[depth + 1] = left[node], right[node]
+                    depth += 2
+                    continue
+                for t in range(start[node], stop[node]):
+                    j = perm[t]
+                    c = pair_cost(a, b, na, nb, i, j, metric, p, sign)
+                    r = c - u[i] - v[j]
+                    if r < -rtol * (abs(c) + abs(u[i]) + abs(v[j])):
+                        if found < cap:
+                            _insert(reduced[i], index[i], found, r, j)
+                        elif _before(r, j, reduced[i, cap - 1], index[i, cap - 1]):
+                            _insert(reduced[i], index[i], cap - 1, r, j)
+                        found += 1
+            count[i] = found

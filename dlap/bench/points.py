@@ -1,0 +1,110 @@
+"""``dlap bench --suite points``: dlap.solve_points on uniform points in the unit square, beside
+dlap's dense engine on the same costs as a matrix where the matrix fits.
+
+For every size: the sparse-core engine's time from the points to the certified assignment's
+indices (points on the device named, as NumPy or CuPy arrays, before the timer starts), its
+phases (candidates, core solve, pricing), rounds and core size, the peak memory (the process's
+resident set; on the GPU the memory pool's peak too), and ``verify()``'s all-pairs proof where
+its n x m scan stays within ``VERIFY_PAIRS``. The dense engine (``dlap.solve`` on the matrix of
+the same costs, made on the device) runs where the matrix has at most ``DENSE_PAIRS`` entries.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import resource
+import time
+
+import numpy as np
+
+from ..api import solve
+from ..points.costs import PointCosts
+from ..points.solve import solve_points
+
+POINTS_SIZES = [10000, 100000]
+#: verify() scans every pair: up to this many on the CPU, and on the GPU
+VERIFY_PAIRS = {"cpu": 3 * 10**9, "gpu": 10**11}
+#: the dense engine runs where the matrix has at most this many entries (float64)
+DENSE_PAIRS = {"cpu": 4 * 10**8, "gpu": 2 * 10**9}
+
+
+def _points(n: int, seed: int, device: str):
+    rng = np.random.default_rng(seed)
+    a, b = rng.random((n, 2)), rng.random((n, 2))
+    if device == "gpu":
+        import cupy
+
+        return cupy.asarray(a), cupy.asarray(b)
+    return a, b
+
+
+def _synchronize(device: str) -> None:
+    if device == "gpu":
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+
+
+def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print):
+    """Run the points benchmark; write JSON lines to ``out`` as they come; return the records."""
+    sizes = sorted(sizes or POINTS_SIZES)
+    warm = _points(300, seed + 1, device)
+    solve_points(*warm, device=device)  # compile every kernel before any timer starts
+    records = []
+    sink = open(out, "a") if out else None
+    try:
+        for n in sizes:
+            a, b = _points(n, seed, device)
+            _synchronize(device)
+            started = time.perf_counter()
+            result = solve_points(a, b, device=device)
+            _synchronize(device)
+            seconds = time.perf_counter() - started
+            record = {
+                "suite": "points", "family": "uniform-2d", "metric": "euclidean", "n": n, "device": device,
+                "host": platform.node(), "solve_s": round(seconds, 3), "objective": result.objective,
+                "phase_seconds": {k: round(v, 3) for k, v in result.stats.phase_seconds.items()},
+                "phase_counts": dict(result.stats.phase_counts),
+                "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+            }
+            if device == "gpu":
+                import cupy
+
+                record["gpu_pool_gib"] = round(cupy.get_default_memory_pool().total_bytes() / 2**30, 2)
+            if n * n <= VERIFY_PAIRS[device]:
+                started = time.perf_counter()
+                record["optimal"] = bool(result.verify().optimal)
+                record["verify_s"] = round(time.perf_counter() - started, 3)
+            if n * n <= DENSE_PAIRS[device]:
+                matrix = PointCosts(a, b, "euclidean", 0.0, device)[0:n]
+                _synchronize(device)
+                started = time.perf_counter()
+                dense = solve(matrix, device=device)
+                _synchronize(device)
+                record["dense_s"] = round(time.perf_counter() - started, 3)
+                record["same_optimum"] = bool(abs(dense.objective - result.objective) <= 1e-9 * abs(dense.objective))
+                del matrix
+            echo(json.dumps(record))
+            records.append(record)
+            if sink:
+                sink.write(json.dumps(record) + "\n")
+                sink.flush()
+    finally:
+        if sink:
+            sink.close()
+    return records
+
+
+def table(records) -> str:
+    lines = ["| n | device | solve_points s | candidates s | core solve s | pricing s | pricing rounds | core edges "
+             "| peak RSS GiB | verify s | dense engine s | same optimum |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        phases, counts = r["phase_seconds"], r["phase_counts"]
+        lines.append(
+            f"| {r['n']} | {r['device']} | {r['solve_s']:.2f} | {phases.get('candidates', 0):.2f} "
+            f"| {phases.get('core_solve', 0):.2f} | {phases.get('pricing', 0):.2f} | {counts.get('pricing_rounds', '')} "
+            f"| {counts.get('core_edges', '')} | {r['peak_rss_gib']} | {r.get('verify_s', '')} "
+            f"| {r.get('dense_s', '')} | {'yes' if r.get('same_optimum', True) and r.get('optimal', True) else 'NO'} |")
+    return "\n".join(lines)

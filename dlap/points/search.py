@@ -1,0 +1,76 @@
+"""Each row's nearest columns and the pricing of every pair, for the sparse-core engine: through
+k-d trees on the host (:mod:`dlap.backends.cpu.kdtree`) where the points have a few coordinates,
+whichever device holds them, else by the device's kernels, which scan every pair. Both give the
+same answers (the GPU's costs are the CPU's to the bit)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..device import to_host
+from .metrics import METRIC_IDS
+
+#: k-d trees answer the queries up to this many coordinates; above it most boxes are near every
+#: point and the kernels' scan of every pair is faster
+TREE_MAX_DIM = 8
+
+
+class PairSearch:
+    """The engine's queries over the rows ``a`` and columns ``b`` (costs ``sign * metric``)."""
+
+    def __init__(self, kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: float):
+        self.kernels = kernels
+        self.metric, self.p, self.sign = METRIC_IDS[metric], p, sign
+        self.trees = a.shape[1] <= TREE_MAX_DIM
+        if self.trees:  # the points on the host (n x d: small beside the work of the queries)
+            a, b, a_norms, b_norms = (to_host(x) for x in (a, b, a_norms, b_norms))
+        self.a, self.b, self.a_norms, self.b_norms = a, b, a_norms, b_norms
+        self._built = {}
+
+    def _tree(self, points, point_norms):
+        """The k-d tree over ``points`` (made once), in its coordinates: float64, normalised for cosine."""
+        key = id(points)
+        if key not in self._built:
+            from ..backends.cpu import kdtree
+
+            coordinates = points.astype(np.float64)
+            if self.metric == METRIC_IDS["cosine"]:
+                coordinates /= point_norms[:, None]
+            self._built[key] = kdtree.build(np.ascontiguousarray(coordinates), kdtree.LEAF_SIZE)
+        return self._built[key]
+
+    def nearest_columns(self, k: int):
+        """Each row's ``k`` cheapest columns and their costs (host arrays, cheapest first)."""
+        return self._nearest(self.a, self.b, self.a_norms, self.b_norms, k)
+
+    def nearest_rows(self, k: int):
+        """Each column's ``k`` cheapest rows and their costs."""
+        return self._nearest(self.b, self.a, self.b_norms, self.a_norms, k)
+
+    def _nearest(self, a, b, a_norms, b_norms, k):
+        index, cost = np.empty((a.shape[0], k), dtype=np.int64), np.empty((a.shape[0], k))
+        args = (a, b, a_norms, b_norms, self.metric, self.p, self.sign, k, index, cost)
+        if self.trees:
+            from ..backends.cpu import kdtree
+
+            kdtree.nearest_columns(self._tree(b, b_norms), *args)
+        else:
+            self.kernels.nearest_columns(*args)
+        return index, cost
+
+    def price(self, u, v, rtol: float, index, reduced, count) -> None:
+        """Every pair's reduced cost ``c_ij - u_i - v_j``; each row's most negative ones below
+        ``-rtol * (|c_ij| + |u_i| + |v_j|)`` into ``index``, ``reduced``, their number into ``count``
+        (:func:`dlap.backends.cpu.points.price`)."""
+        args = (self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p, self.sign, u, v, rtol, index,
+                reduced, count)
+        if self.trees:
+            from ..backends.cpu import kdtree
+
+            u, v = to_host(u), to_host(v)
+            tree = self._tree(self.b, self.b_norms)
+            ceilings = np.empty(tree[1].shape[0])
+            kdtree.column_ceilings(tree, v, ceilings)
+            kdtree.price(tree, ceilings, *args)
+        else:
+            self.kernels.price(*args)

@@ -38,3 +38,21 @@ def test_the_dask_engine_without_dask_says_what_to_install():
     code = "import sys; sys.modules['distributed'] = None; import dlap.distributed"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode != 0 and "pip install 'dlap[distributed]'" in out.stderr
+
+
+def test_a_cluster_without_its_extra_says_what_to_install():
+    """GPU workers without dask-cuda, UCX without distributed-ucxx: the extra to install, not a
+    bare ModuleNotFoundError (checked in a process where those modules cannot be found)."""
+    code = (
+        "import sys; sys.modules['dask_cuda'] = None; sys.modules['distributed_ucxx'] = None\n"
+        "import importlib.util as u; find = u.find_spec\n"
+        "u.find_spec = lambda name, *a: None if name in ('dask_cuda', 'distributed_ucxx') else find(name, *a)\n"
+        "from dlap.distributed.cluster import start_cluster\n"
+        "for kw in ({'gpu': True}, {'gpu': False, 'protocol': 'ucx'}):\n"
+        "    try:\n"
+        "        start_cluster(1, **kw)\n"
+        "    except ImportError as e:\n"
+        "        print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "pip install 'dlap[cuda]'" in out.stdout and "pip install 'dlap[ucx]'" in out.stdout, out.stderr

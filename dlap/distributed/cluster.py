@@ -38,12 +38,14 @@ def start_cluster(n_workers: int | None = None, *, protocol: str = "tcp", gpu: b
     environment where it has none of its own (the workers inherit them; the scheduler of a local
     cluster runs here)."""
     if protocol == "ucx":
+        _require("distributed_ucxx", "protocol='ucx' needs distributed-ucxx: pip install 'dlap[ucx]' (CUDA 13: 'dlap[ucx-cuda13]')")
         for name, value in UCX_ENVIRONMENT.items():
             os.environ.setdefault(name, value)
         stop_stale_ucx_notifier()
     n_gpus = gpus_visible()
     gpu = n_gpus > 0 if gpu is None else gpu
     if gpu:
+        _require("dask_cuda", "GPU workers need dask-cuda: pip install 'dlap[cuda]' (CUDA 13: 'dlap[cuda13]')")
         from dask_cuda import LocalCUDACluster
 
         return LocalCUDACluster(n_workers=n_workers or n_gpus, protocol=protocol, **{**GPU_WORKER_OPTIONS, **options})
@@ -52,6 +54,14 @@ def start_cluster(n_workers: int | None = None, *, protocol: str = "tcp", gpu: b
     options.setdefault("threads_per_worker", 1)
     options.setdefault("dashboard_address", ":0")
     return LocalCluster(n_workers=n_workers or 2, protocol=protocol, processes=True, **options)
+
+
+def _require(module: str, hint: str) -> None:
+    """ImportError with the install hint where ``module`` is missing (found without importing it)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ImportError(hint)
 
 
 def _ucxx_context():

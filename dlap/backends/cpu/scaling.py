@@ -42,7 +42,7 @@ INF = np.inf
 # --------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@njit(cache=True, nogil=True)
 def competition_prices(C, row_low, v):
     """``v[j]`` = the second-smallest row-reduced cost in column j, shifted so ``max v = 0``.
 

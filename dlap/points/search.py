@@ -22,8 +22,9 @@ class PairSearch:
         self.kernels = kernels
         self.metric, self.p, self.sign = METRIC_IDS[metric], p, sign
         self.trees = a.shape[1] <= TREE_MAX_DIM
-        if self.trees:  # the points on the host (n x d: small beside the work of the queries)
-            a, b, a_norms, b_norms = (to_host(x) for x in (a, b, a_norms, b_norms))
+        if self.trees:  # the points on the host in float64 (n x d: small beside the work of the
+            # queries; the costs widen every coordinate to float64 first, so they are the same)
+            a, b, a_norms, b_norms = (to_host(x).astype(np.float64) for x in (a, b, a_norms, b_norms))
         self.a, self.b, self.a_norms, self.b_norms = a, b, a_norms, b_norms
         self._built = {}
 
@@ -33,7 +34,7 @@ class PairSearch:
         if key not in self._built:
             from ..backends.cpu import kdtree
 
-            coordinates = points.astype(np.float64)
+            coordinates = points.copy()
             if self.metric == METRIC_IDS["cosine"]:
                 coordinates /= point_norms[:, None]
             self._built[key] = kdtree.build(np.ascontiguousarray(coordinates), kdtree.LEAF_SIZE)

@@ -1,6 +1,6 @@
 """The k-d tree's queries (dlap/backends/cpu/kdtree.py) against the kernels that scan every pair:
-the same nearest columns and the same violators, for every metric, both signs, both dtypes,
-duplicate points and ties."""
+the same nearest columns and the same violators, for every metric, both signs, float32 and float64
+coordinates, duplicate points and ties."""
 
 import numpy as np
 from hypothesis import given, settings
@@ -10,7 +10,7 @@ from dlap.backends.cpu import kdtree, points
 from dlap.points.metrics import METRIC_IDS, METRICS, norms
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 120), m=st.integers(1, 120), d=st.integers(1, 5), metric=st.sampled_from(METRICS),
        sign=st.sampled_from([1.0, -1.0]), dtype=st.sampled_from([np.float32, np.float64]),
        grid=st.booleans(), leaf=st.sampled_from([1, 4, 16]), seed=st.integers(0, 2**31 - 1))
@@ -19,7 +19,8 @@ def test_the_tree_answers_as_the_scan_of_every_pair(n, m, d, metric, sign, dtype
     a, b = rng.random((n, d)), rng.random((m, d))
     if grid:  # duplicates and ties everywhere
         a, b = np.round(a * 3) + 1.0, np.round(b * 3) + 1.0
-    a, b = (a + 0.1).astype(dtype), (b + 0.1).astype(dtype)
+    # the engine hands the trees float64 points (dlap/points/search.py): float32 ones widened
+    a, b = ((x + 0.1).astype(dtype).astype(np.float64) for x in (a, b))
     p = 1.5 if metric == "minkowski" else 0.0
     na, nb = norms(a, metric, np), norms(b, metric, np)
     coordinates = b.astype(np.float64) / (nb[:, None] if metric == "cosine" else 1.0)

@@ -101,14 +101,16 @@ def busy_cores(busy: bool):
             p.wait()
 
 
-def run(repeat: int = 20, loads=("idle", "busy"), out=None, echo=print) -> list[dict]:
-    """Every measurement under every load; records appended to ``out`` (a path) as JSON lines."""
+def run(repeat: int = 20, loads=("idle", "busy"), out=None, echo=print, first_calls: int | None = None) -> list[dict]:
+    """Every measurement under every load; records appended to ``out`` (a path) as JSON lines.
+    ``first_calls``: fresh processes per deadline for the first call (default ``max(3, repeat // 4)``)."""
     records = []
     machine = {"host": platform.node(), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version()}
     for load in loads:
         with busy_cores(load == "busy"):
             for limit in LIMITS:
-                first = [_fresh(_FIRST_CALLS, limit, seed, FIRST_N) for seed in range(max(3, repeat // 4))]
+                first = [_fresh(_FIRST_CALLS, limit, seed, FIRST_N)
+                         for seed in range(first_calls or max(3, repeat // 4))]
                 records.append({"kind": "dgs first call", "limit": limit, "n": FIRST_N,
                                 "over_ms": [r["over_ms"] for r in first]})
             loaded = _fresh(_LOADED_CALLS, repeat, LOADED_N, *LIMITS)

@@ -75,7 +75,7 @@ def test_agrees_with_scipy(client, method, strategy):
     """Hypothesis: ties, huge ranges, int32, wide floats, float32, 9th-digit floats, +inf
     forbidden pairs; maximised, transposed, split over 1 to 3 ranks with random chunks."""
 
-    @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+    @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                     HealthCheck.function_scoped_fixture])
     @given(cost=STRATEGIES[strategy], maximize=st.booleans(), transpose=st.booleans(), chunk=st.integers(1, 9))
     def run(cost, maximize, transpose, chunk):

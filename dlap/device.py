@@ -77,15 +77,18 @@ def choose_device(cost, device: str) -> str:
     no GPU is visible), or for ``"auto"`` the GPU for a CuPy array or a matrix of at least
     :data:`GPU_MIN_ENTRIES` entries when CuPy sees a GPU, the CPU otherwise."""
     check_choice("device", device, DEVICES)
+    size = getattr(cost, "size", None)
+    return device_for(device, is_device_array(cost), np.size(cost) if size is None else size)
+
+
+def device_for(device: str, on_gpu: bool, entries: int) -> str:
+    """:func:`choose_device` for data of ``entries`` matrix entries (``on_gpu``: already on a GPU)."""
     if device == "gpu":
         if not gpu_available():
             raise RuntimeError(MSG_NO_GPU)
         return "gpu"
     if device == "cpu":
         return "cpu"
-    if is_device_array(cost):
+    if on_gpu:
         return "gpu"
-    size = getattr(cost, "size", None)
-    if size is None:
-        size = np.size(cost)
-    return "gpu" if size >= GPU_MIN_ENTRIES and gpu_available() else "cpu"
+    return "gpu" if entries >= GPU_MIN_ENTRIES and gpu_available() else "cpu"

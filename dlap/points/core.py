@@ -110,9 +110,10 @@ class CoreSolution:
         self.col4row[:] = -1
         self.row4col[:] = -1
         self.u[:] = np.inf
-        np.minimum.at(self.u, core.rows, core.costs)
-        cheapest = core.costs == self.u[core.rows]
-        for r, c in zip(core.rows[cheapest].tolist(), core.cols[cheapest].tolist(), strict=True):
+        rows = core.rows
+        np.minimum.at(self.u, rows, core.costs)
+        cheapest = core.costs == self.u[rows]
+        for r, c in zip(rows[cheapest].tolist(), core.cols[cheapest].tolist(), strict=True):
             if self.col4row[r] < 0 and self.row4col[c] < 0:
                 self.col4row[r], self.row4col[c] = c, r
 
@@ -233,7 +234,7 @@ def _resume(kernels, core, solution, args, square, counts, rows, cols, costs) ->
     from the prices where many rows have new pairs or the matrix is rectangular, else by letting
     go the rows the new pairs undercut."""
     if square and np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows:
-        counts["rows_let_go"] = counts.get("rows_let_go", 0) + solution.repair(rows, cols, costs)
+        _restart(core, solution, square, counts, rows, cols, costs)
     else:
         gap = float((solution.u[rows] + solution.v[cols] - costs).max()) if costs.size else 0.0
         _auction(core, solution, square, counts, max(gap, 0.0))
@@ -241,7 +242,8 @@ def _resume(kernels, core, solution, args, square, counts, rows, cols, costs) ->
 
 
 def _restart(core, solution, square, counts, rows, cols, costs) -> None:
-    """After a dead end: the square solution repaired for the new pairs, a rectangular one started again."""
+    """The square solution repaired for the new pairs (the rows they undercut let go), a
+    rectangular one started again."""
     if square:
         counts["rows_let_go"] = counts.get("rows_let_go", 0) + solution.repair(rows, cols, costs)
     else:

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from ..arrays import adopt
-from ..device import GPU_MIN_ENTRIES, MSG_NO_GPU, gpu_available, is_device_array
+from ..device import device_for, is_device_array, to_host
 from ..options import DEVICES, check_choice
 from ..result import Assignment, Stats
 from .metrics import check_metric, check_points
@@ -79,10 +79,11 @@ def solve_points(a, b, metric: str = "euclidean", *, p: float | None = None, max
         raise ValueError(f"candidates must be a positive integer; got {candidates!r}")
     (a, give_back), (b, _) = adopt(a), adopt(b)
     on_gpu = is_device_array(a) or is_device_array(b)
-    device = _device(device, on_gpu, a, b)
+    pairs = int(np.shape(a)[0]) * int(np.shape(b)[0]) if np.ndim(a) == 2 and np.ndim(b) == 2 else 0
+    device = device_for(device, on_gpu, pairs)  # the GPU for ``"auto"`` as dlap.solve's rule, by pairs
     xp = array_module_for(device)
     if device == "cpu":
-        a, b = (x.get() if is_device_array(x) else x for x in (a, b))
+        a, b = to_host(a), to_host(b)
     a, b = check_points(a, b, xp)
     costs = PointCosts(a, b, metric, exponent, device)
     kernels = costs.kernels
@@ -114,19 +115,6 @@ def solve_points(a, b, metric: str = "euclidean", *, p: float | None = None, max
         row_ind, col_ind, u, v = (xp.asarray(x) for x in (row_ind, col_ind, u, v))
     return Assignment(give_back(row_ind), give_back(col_ind), total, give_back(u), give_back(v), stats,
                       maximize=maximize, matrix_ref=CostsReference(costs))
-
-
-def _device(device: str, on_gpu: bool, a, b) -> str:
-    """Where pricing runs: the GPU for CuPy points, or for ``device="auto"`` where one is visible
-    and the sets have at least :data:`dlap.device.GPU_MIN_ENTRIES` pairs; else the CPU."""
-    if device == "gpu":
-        if not gpu_available():
-            raise RuntimeError(MSG_NO_GPU)
-        return "gpu"
-    if device == "cpu":
-        return "cpu"
-    pairs = int(np.shape(a)[0]) * int(np.shape(b)[0]) if np.ndim(a) == 2 and np.ndim(b) == 2 else 0
-    return "gpu" if on_gpu or (gpu_available() and pairs >= GPU_MIN_ENTRIES) else "cpu"
 
 
 def array_module_for(device: str):

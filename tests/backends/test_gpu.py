@@ -343,6 +343,16 @@ def test_row_minima_terms_are_the_cpu_kernels(data):
     np.testing.assert_array_equal(gpu.row_minima_terms(on_gpu, gpu_rows).get(), cpu.row_minima_terms(on_cpu, cpu_rows))
 
 
+def _slab_costs(data, rng, dtype, n: int, m: int):
+    """A slab for the Dask engine's kernel twins: small integers (ties everywhere), or floats of
+    every magnitude with forbidden (+inf) entries."""
+    if dtype.kind == "i" or data.draw(st.booleans()):
+        return rng.integers(0, 4, (n, m)).astype(dtype)
+    cost = rng.uniform(-1e6, 1e6, (n, m)).astype(dtype)
+    cost[rng.random((n, m)) < 0.3] = np.inf
+    return cost
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_slab_bids_and_greedy_steps_are_the_cpu_kernels(data):
@@ -360,11 +370,7 @@ def test_slab_bids_and_greedy_steps_are_the_cpu_kernels(data):
     dtype = np.dtype(data.draw(st.sampled_from(DTYPES)))
     n = data.draw(st.integers(1, 6))
     m = data.draw(st.sampled_from([1, 2, 33, 1025, 30001]))
-    if dtype.kind == "i" or data.draw(st.booleans()):
-        cost = rng.integers(0, 4, (n, m)).astype(dtype)
-    else:
-        cost = rng.uniform(-1e6, 1e6, (n, m)).astype(dtype)
-        cost[rng.random((n, m)) < 0.3] = np.inf
+    cost = _slab_costs(data, rng, dtype, n, m)
     v = rng.integers(-3, 4, m).astype(np.float64)
     taken = rng.random(m) < data.draw(st.sampled_from([0.0, 0.5, 1.0]))
     row = data.draw(st.integers(0, n - 1))
@@ -418,11 +424,7 @@ def test_search_step_kernel_is_the_cpu_kernel(data):
     dtype = np.dtype(data.draw(st.sampled_from(DTYPES)))
     n = data.draw(st.integers(1, 5))
     m = data.draw(st.sampled_from([1, 2, 33, 1025, 140001]))
-    if dtype.kind == "i" or data.draw(st.booleans()):
-        cost = rng.integers(0, 4, (n, m)).astype(dtype)
-    else:
-        cost = rng.uniform(-1e6, 1e6, (n, m)).astype(dtype)
-        cost[rng.random((n, m)) < 0.3] = np.inf
+    cost = _slab_costs(data, rng, dtype, n, m)
     v = rng.integers(-3, 4, m).astype(np.float64)
     v_open = np.where(rng.random(m) < data.draw(st.sampled_from([0.0, 0.5, 1.0])), -np.inf, v)
     dist = rng.choice([np.inf, 0.0, 1.0, 2.5], m)

@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import numba_setup  # noqa: F401 - cache folder and wait policy before any kernel compiles
-from .points import pair_cost
+from .points import insert_sorted, pair_cost, precedes
 
 #: a box's cost bound is shrunk by this relative (and, for cosine, absolute) margin, far above the
 #: rounding of the costs it bounds
@@ -117,23 +117,6 @@ def box_cost_bound(x, low, high, k, metric, p, sign):
     return -s
 
 
-@njit(cache=True, inline="always")
-def _before(key, item, other_key, other_item):
-    return key < other_key or (key == other_key and item < other_item)
-
-
-@njit(cache=True, inline="always")
-def _insert(keys, items, t, key, item):
-    """Put (key, item) into the ascending ``keys[:t + 1]``, whose slot ``t`` is free or its
-    largest, to be overwritten; order by key, then item."""
-    while t > 0 and _before(key, item, keys[t - 1], items[t - 1]):
-        keys[t] = keys[t - 1]
-        items[t] = items[t - 1]
-        t -= 1
-    keys[t] = key
-    items[t] = item
-
-
 @njit(cache=True)
 def _query_point(a, i, norms, metric):
     """Row i of ``a`` in the tree's coordinates (float64; normalised for cosine)."""
@@ -169,8 +152,8 @@ def nearest_columns(tree, a, b, na, nb, metric, p, sign, k, index, cost):
                     for t in range(start[node], stop[node]):
                         j = perm[t]
                         c = pair_cost(a, b, na, nb, i, j, metric, p, sign)
-                        if _before(c, j, cost[i, k - 1], index[i, k - 1]) or index[i, k - 1] < 0:
-                            _insert(cost[i], index[i], k - 1, c, j)
+                        if precedes(c, j, cost[i, k - 1], index[i, k - 1]):
+                            insert_sorted(cost[i], index[i], k - 1, c, j)
                     continue
                 near, far = left[node], right[node]
                 lb_near = box_cost_bound(x, low, high, near, metric, p, sign)
@@ -226,8 +209,8 @@ def price(tree, ceilings, a, b, na, nb, metric, p, sign, u, v, rtol, index, redu
                     r = c - u[i] - v[j]
                     if r < -rtol * (abs(c) + abs(u[i]) + abs(v[j])):
                         if found < cap:
-                            _insert(reduced[i], index[i], found, r, j)
-                        elif _before(r, j, reduced[i, cap - 1], index[i, cap - 1]):
-                            _insert(reduced[i], index[i], cap - 1, r, j)
+                            insert_sorted(reduced[i], index[i], found, r, j)
+                        elif precedes(r, j, reduced[i, cap - 1], index[i, cap - 1]):
+                            insert_sorted(reduced[i], index[i], cap - 1, r, j)
                         found += 1
             count[i] = found

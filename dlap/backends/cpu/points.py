@@ -43,10 +43,16 @@ def pair_cost(a, b, na, nb, i, j, metric, p, sign):
 
 
 @njit(cache=True, inline="always")
-def _insert(keys, items, t, key, item):
-    """Put ``key`` (with ``item``) into the ascending ``keys[:t + 1]``, whose slot ``t`` is free
-    or its largest, to be overwritten."""
-    while t > 0 and keys[t - 1] > key:
+def precedes(key, item, other_key, other_item):
+    """Whether (key, item) comes before (other_key, other_item): by key, then item."""
+    return key < other_key or (key == other_key and item < other_item)
+
+
+@njit(cache=True, inline="always")
+def insert_sorted(keys, items, t, key, item):
+    """Put (key, item) into the ascending ``keys[:t + 1]``, whose slot ``t`` is free or its
+    largest, to be overwritten; order by key, then item (:func:`precedes`)."""
+    while t > 0 and precedes(key, item, keys[t - 1], items[t - 1]):
         keys[t] = keys[t - 1]
         items[t] = items[t - 1]
         t -= 1
@@ -67,7 +73,7 @@ def nearest_columns(a, b, na, nb, metric, p, sign, k, index, cost):
         for j in range(m):
             c = pair_cost(a, b, na, nb, i, j, metric, p, sign)
             if c < worst:
-                _insert(cost[i], index[i], k - 1, c, j)
+                insert_sorted(cost[i], index[i], k - 1, c, j)
                 worst = cost[i, k - 1]
 
 
@@ -91,7 +97,7 @@ def price(a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count):
                 else:
                     found += 1
                     continue
-                _insert(reduced[i], index[i], t, r, j)
+                insert_sorted(reduced[i], index[i], t, r, j)
                 found += 1
                 worst = reduced[i, min(found, cap) - 1]
         count[i] = found

@@ -168,6 +168,8 @@ def _solve_on_cpu(flat, start, rows, cols, transposed, sign, offsets, integer):
     col4row = np.full((n_problems, row_stride), -1, dtype=np.int64)
     status = np.zeros(n_problems, dtype=np.int64)
     kind = np.int64 if integer else np.float64
+    if not n_problems:
+        return u, v, col4row, status
     with solve_threads(int(flat.size)):
         solve_all(flat, start, rows.astype(np.int64), cols.astype(np.int64), transposed,
                   kind(sign), offsets.astype(kind), u, v, col4row, status)
@@ -211,7 +213,9 @@ class _Problems:
 
     @property
     def dtype(self) -> np.dtype:
-        return (self.stacked if self.stacked is not None else self.matrices[0]).dtype if len(self.n) else np.dtype(np.float64)
+        if self.stacked is not None:
+            return self.stacked.dtype
+        return self.matrices[0].dtype if self.matrices else np.dtype(np.float64)
 
     @property
     def integer(self) -> bool:

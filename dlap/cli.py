@@ -209,6 +209,18 @@ def cmd_demo(args) -> int:
     return 0 if info["optimal"] else 1
 
 
+def cmd_warmup(args) -> int:
+    import numba
+
+    from .backends.cpu import numba_setup  # noqa: F401 - sets the cache folder reported below
+    from .warmup import warmup
+
+    seconds = warmup(args.device, echo=None if args.quiet else print)
+    if not args.quiet:
+        print(f"dlap's kernels compiled or loaded in {seconds:.1f} s; Numba's cache: {numba.config.CACHE_DIR}")
+    return 0
+
+
 def _check_bench_outputs(args) -> None:
     """Before a benchmark runs (minutes to hours): its output files can be written, and
     matplotlib is there for ``--plot``."""
@@ -346,6 +358,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=cmd_demo)
+
+    p = command("warmup", "compile every solver's kernels into the disk caches (for images, CI and clusters)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                   help="auto: the CPU's, and the GPU's where one is visible")
+    p.add_argument("--quiet", action="store_true", help="print nothing")
+    p.set_defaults(run=cmd_warmup)
 
     p = command("bench", "dlap and its peers side by side on the same instances")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",

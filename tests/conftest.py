@@ -5,10 +5,18 @@
 - ``distributed``: a Dask cluster in the test (skipped without dask and distributed);
 - ``browser``: a real headless Chromium (skipped without Chromium and its driver);
 - ``slow``: more than a few seconds on the 2-core CI machine (run; ``-m "not slow"`` leaves them).
+
+While the suite runs, ``dlap warmup`` compiles the CPU kernels into Numba's disk cache in a second
+process (``DLAP_TEST_WARMUP=0`` turns it off): on an empty cache the suite's own first calls
+would compile them one after the other on one core (about 140 of a fresh clone's 440 s on the
+2-core CI machine), each then loaded from the cache by whichever process needs it first.
 """
 
 import importlib.util
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -33,3 +41,16 @@ def pytest_collection_modifyitems(config, items):
     # the suite compiled into Numba's cache, instead of each compiling them again (a fresh clone
     # compiles everything: 180 s of the suite's 458 were the Dask engine's tests when they ran first)
     items.sort(key=lambda item: item.get_closest_marker("distributed") is not None)
+
+
+def pytest_configure(config):
+    if os.environ.get("DLAP_TEST_WARMUP", "1") != "0" and not hasattr(config, "workerinput"):
+        config.dlap_warmup = subprocess.Popen([sys.executable, "-m", "dlap", "warmup", "--device", "cpu", "--quiet"],
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def pytest_unconfigure(config):
+    warmup = getattr(config, "dlap_warmup", None)
+    if warmup is not None and warmup.poll() is None:
+        warmup.terminate()  # Numba writes each cache file whole (a temporary file, renamed)
+        warmup.wait()

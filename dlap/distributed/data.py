@@ -72,11 +72,25 @@ def source_offset(client, source: Source, maximize: bool) -> int:
     return offset_for_range(int(lo), int(hi), maximize)
 
 
+def graph_limit() -> int:
+    """The data a graph dlap sends may carry: half of what Dask warns of (as slow to send and to
+    schedule), for pickle's overhead."""
+    import dask
+    from dask.utils import parse_bytes
+
+    return parse_bytes(dask.config.get("distributed.admin.large-graph-warning-threshold")) // 2
+
+
 def source_range(client, source: Source) -> tuple:
-    """The matrix's smallest and largest entries, computed on the workers (one pass)."""
+    """The matrix's smallest and largest entries, computed on the workers (one pass), or here
+    where the array's graph holds its data (an in-memory array: sending it would be a large graph)."""
+    import dask
     import dask.array as da
+    from dask.sizeof import sizeof
 
     array = da.from_zarr(source.array) if source.is_zarr else source.array
+    if sizeof(dict(array.__dask_graph__())) > graph_limit():
+        return dask.compute(array.min(), array.max(), scheduler="threads")
     lo, hi = client.compute([array.min(), array.max()], sync=True)
     return lo, hi
 

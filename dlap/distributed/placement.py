@@ -39,11 +39,10 @@ from dataclasses import dataclass
 
 import dask
 import numpy as np
-from dask.utils import parse_bytes
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..problem import working_dtype
-from .data import RankPlan, Source, chunk_edges
+from .data import RankPlan, Source, chunk_edges, graph_limit
 from .rank.engine import prepare_slab
 
 #: bytes of a band read from Zarr or cut from a held chunk (a generated chunk is one piece,
@@ -246,11 +245,23 @@ def chunk_pieces(client, source: Source, region, pin: dict) -> list[Piece]:
         # planned as held) is no task of the graph: its Delayed stands as it is
         culled = cull(graph, [key])[0] if key in graph else None
         chunk = delayed[i, j] if culled is None else Delayed(key, culled)
-        make = functools.partial(client.compute, chunk, **pin)
-        pieces.append(Piece(make, (slice(*rows), slice(*cols)), shape[0] * shape[1] * source.dtype.itemsize,
-                            None if whole else _in_chunk(edges, i, j, rows, cols), chunk,
-                            0 if culled is None else sizeof(culled)))
+        sent = 0 if culled is None else sizeof(culled)
+        local = None if whole else _in_chunk(edges, i, j, rows, cols)
+        nbytes = shape[0] * shape[1] * source.dtype.itemsize
+        if sent > graph_limit():  # a chunk of an in-memory array larger than a graph should carry
+            make = functools.partial(_scatter, client, chunk, pin["workers"])
+            pieces.append(Piece(make, (slice(*rows), slice(*cols)), nbytes, local))
+        else:
+            make = functools.partial(client.compute, chunk, **pin)
+            pieces.append(Piece(make, (slice(*rows), slice(*cols)), nbytes, local, chunk, sent))
     return pieces
+
+
+def _scatter(client, chunk, workers):
+    """A future of ``chunk`` (whose graph holds its data) on ``workers``: the data is taken out of
+    the graph here and scattered, as Dask advises, instead of sent as a large graph."""
+    (block,) = dask.compute(chunk, scheduler="sync")
+    return client.scatter(block, workers=workers, hash=False)
 
 
 def _chunks_within(source: Source, region):
@@ -289,8 +300,7 @@ class SlabFill:
         self.queue = collections.deque(enumerate(pieces))
         self.flying = collections.deque()  # (the write's future, the piece's, its bytes), oldest first
         self.opened = client.submit(open_slab, shape, form, key=f"dlap-open-slab-{name}", **pin)
-        # half of what Dask warns of in a graph (as slow to send and to schedule), for pickle's overhead
-        self.graph_bytes = parse_bytes(dask.config.get("distributed.admin.large-graph-warning-threshold")) // 2
+        self.graph_bytes = graph_limit()
 
     def top_up(self) -> None:
         """Submit the next pieces and their writes while the pieces on the way stay within

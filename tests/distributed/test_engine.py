@@ -614,6 +614,21 @@ def test_a_piece_of_an_in_memory_matrix_carries_its_chunk_only(client):
     assert not large, large[0]
 
 
+def test_a_chunk_larger_than_a_graph_should_carry_is_scattered(client):
+    """An in-memory matrix whose every chunk alone passes Dask's large-graph threshold (lowered
+    here to 100 kB, so that a small matrix shows it): no large graph is sent, the optimum."""
+    import warnings
+
+    cost = uniform_block((0, 300), (0, 300), 300, 3000, 25).astype(np.float64)  # chunks of 240 kB
+    with warnings.catch_warnings(record=True) as caught, \
+            dask.config.set({"distributed.admin.large-graph-warning-threshold": "100kB"}):
+        warnings.simplefilter("always")
+        result = dd.solve(da.from_array(cost, chunks=(100, 300)), client, method="classical")
+    assert result.verify(cost).optimal
+    large = [str(w.message) for w in caught if "large graph" in str(w.message)]
+    assert not large, large[0]
+
+
 def test_a_slab_that_fails_to_fill_is_dropped(client, monkeypatch):
     """A NaN in a later piece of a slab: scipy's error, and the half-filled slabs are freed on
     every worker."""

@@ -37,7 +37,7 @@ def test_the_image_installs_the_extras_and_checks_the_kernels_compile():
     spec = yaml.safe_load(COMPOSE.read_text())
     dockerfile = spec["x-dlap-image"]["build"]["dockerfile_inline"]
     assert '"/src[gpu,distributed,cuda,ucx,notebook]"' in dockerfile
-    assert "RUN dlap solve --n 300 --device cpu" in dockerfile  # the CPU kernels, at build time
+    assert "RUN dlap warmup --device cpu" in dockerfile  # every CPU kernel, at build time
     check = spec["services"]["check"]  # the CUDA kernels, on a GPU
     assert check["command"].startswith("dlap demo") and check["profiles"] == ["check"]
     assert check["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]

@@ -162,6 +162,46 @@ def test_the_gpu_engine_reaches_the_optimum(n, m, metric, maximize, seed, candid
     assert result.stats.device == "gpu"
 
 
+def _random_core(n: int, k: int, seed: int, ties: bool):
+    """A CSR of n rows with k random columns each and its own (so a perfect matching exists)."""
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(n), k + 1)
+    cols = np.concatenate([rng.integers(0, n, (n, k)), np.arange(n)[:, None]], axis=1).ravel()
+    keys = np.unique(rows * n + cols)
+    costs = rng.integers(0, 4, keys.size).astype(np.float64) if ties else rng.random(keys.size) * 100
+    indptr = np.searchsorted(keys // n, np.arange(n + 1)).astype(np.int64)
+    return indptr, keys % n, costs
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("n, k", [(1, 1), (2, 1), (50, 3), (3000, 8), (4000, 1)])
+def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties):
+    """The core's auction leaves every row assigned within the last ε of its cheapest column,
+    from zero prices and again from its own; it says so where the core has no perfect matching
+    (two rows with one column; a row without edges)."""
+    from dlap.backends.cpu import points as module
+    from dlap.backends.cpu.points import release_loose_rows
+
+    indptr, indices, costs = _random_core(n, k, seed=n + k, ties=ties)
+    last = 1e-4
+    v, col4row, row4col = np.zeros(n), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    counters = np.zeros(2, dtype=np.int64)
+    for start in (25.0, 1.0):
+        assert module.scaled_auction(indptr, indices, costs, v, col4row, row4col, start, last, 6.0, 100.0,
+                                     200 * n, counters)
+        assert np.array_equal(np.sort(col4row), np.arange(n)) and np.array_equal(row4col[col4row], np.arange(n))
+        rounding = 1e-12 * (np.abs(v).max() + np.abs(costs).max())  # of c - v, at the prices' magnitude
+        assert release_loose_rows(indptr, indices, costs, v.copy(), col4row.copy(), row4col.copy(),
+                                  last + rounding) == 0
+    assert counters[0] >= n and counters[1] >= 2
+    one_column = (np.array([0, 1, 2], dtype=np.int64), np.array([0, 0], dtype=np.int64), np.array([1.0, 2.0]))
+    no_edges = (np.array([0, 1, 1], dtype=np.int64), np.array([0], dtype=np.int64), np.array([1.0]))
+    for core in (one_column, no_edges):
+        v, matched = np.zeros(2), np.full(2, -1, dtype=np.int64)
+        assert not module.scaled_auction(*core, v, matched, matched.copy(), 1.0, last, 6.0, 1.0, 400,
+                                         np.zeros(2, dtype=np.int64))
+
+
 @pytest.mark.gpu
 def test_cupy_points_are_solved_on_the_gpu_and_answered_there():
     import cupy

@@ -212,17 +212,35 @@ def _float_terms(xp, c, rows, cols, u, v, sign, objective, heuristic, rtol, prob
     rectangular = c.shape[0] < c.shape[1]
     u, v = sign * u.astype(np.float64), sign * v.astype(np.float64)
     duals_large = max(float(abs(u).max()), float(abs(v).max()))
+
+    def scanned(exponent: int) -> FloatScan | None:
+        vb = bound_duals(xp, v, rectangular, exponent)
+        scan = _searched(c, "certificate_scan", sign, u, v, vb, exponent)
+        return float_scan(xp, c, sign, u, v, vb, exponent) if scan is NotImplemented else scan
+
+    def reductions(row_duals) -> list:
+        found = _searched(c, "certificate_reductions", sign, exponent, row_duals)
+        return column_reductions(xp, c, sign, exponent, row_duals) if found is NotImplemented else found
+
     exponent = scale_exponent(duals_large)
-    scan = float_scan(xp, c, sign, u, v, bound_duals(xp, v, rectangular, exponent), exponent)
+    scan = scanned(exponent)
     if scan is None:  # a cost beyond FLOAT_HEADROOM: again, with every value scaled into range
-        exponent = scale_exponent(max(duals_large, _largest_cost(c)))
-        scan = float_scan(xp, c, sign, u, v, bound_duals(xp, v, rectangular, exponent), exponent)
+        largest = _searched(c, "largest_cost")
+        exponent = scale_exponent(max(duals_large, _largest_cost(c) if largest is NotImplemented else largest))
+        scan = scanned(exponent)
     matched = sign * widened(c[rows, cols])
     slackness = float(abs(matched - u[rows] - v[cols]).max()) if rows.size else 0.0
     return float_verdict(
         xp, scan, matched, cols, u, v, slackness, exponent, float(np.finfo(c.dtype).tiny), rtol, objective, heuristic,
-        problems, lambda row_duals: column_reductions(xp, c, sign, exponent, row_duals), sign,
+        problems, reductions, sign,
     )
+
+
+def _searched(c, name: str, *args):
+    """What on-demand costs find over every pair by a search of their own (dlap.points: through
+    k-d trees), else NotImplemented: the certificate then scans them block by block."""
+    method = getattr(c, name, None)
+    return NotImplemented if method is None else method(*args)
 
 
 _EPS = float(np.finfo(np.float64).eps)

@@ -88,6 +88,38 @@ def test_the_certificate_checks_every_pair():
     assert not broken.optimal and broken.max_dual_violation > 1
 
 
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 50), m=st.integers(1, 50), d=st.integers(1, 4), metric=st.sampled_from(METRICS),
+       maximize=st.booleans(), seed=st.integers(0, 2**31 - 1), grid=st.booleans(),
+       wrong=st.sampled_from(["none", "swap", "duals"]))
+def test_the_trees_certificate_is_the_scan_of_every_pair(n, m, d, metric, maximize, seed, grid, wrong):
+    """verify() through the k-d trees finds what the scan of every pair finds (the same minima to
+    the bit, so the same objective, bound, gap and verdict), on the solver's answers and on wrong
+    ones (two columns swapped; duals raised)."""
+    from dlap.certificate import certify
+    from dlap.points.costs import PointCosts
+
+    rng = np.random.default_rng(seed)
+    a, b = rng.random((n, d)) + 0.1, rng.random((m, d)) + 0.1
+    if grid:
+        a, b = np.round(a * 3) / 3 + 0.1, np.round(b * 3) / 3 + 0.1
+    p = 1.5 if metric == "minkowski" else None
+    result = dlap.solve_points(a, b, metric, p=p, maximize=maximize, device="cpu")
+    costs = PointCosts(a, b, metric, 2.0 if p is None else p, "cpu")
+    rows, cols, u, v = result.row_ind, result.col_ind.copy(), result.row_duals, result.col_duals
+    if wrong == "swap" and cols.size >= 2:
+        cols[[0, 1]] = cols[[1, 0]]
+    elif wrong == "duals":
+        u = u + 1e-3
+    objective = float(costs[rows, cols].sum())
+    trees = certify(costs, rows, cols, objective, u, v, maximize=maximize)
+    scan = certify(costs[0:n], rows, cols, objective, u, v, maximize=maximize)
+    assert (trees.optimal, trees.primal, trees.lower_bound, trees.gap) == (scan.optimal, scan.primal,
+                                                                           scan.lower_bound, scan.gap)
+    if wrong == "duals":
+        assert not trees.optimal
+
+
 def test_a_result_pickles_with_its_points():
     rng = np.random.default_rng(4)
     result = dlap.solve_points(rng.random((30, 3)), rng.random((20, 3)), "cityblock")

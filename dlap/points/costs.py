@@ -3,17 +3,25 @@ checks, without ever holding the n x m matrix."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ..certificate import FloatScan
 from ..device import array_module
+from ..problem import FLOAT_HEADROOM
 from .metrics import METRIC_IDS, norms
+from .search import TREE_MAX_DIM, PairSearch
 
 
 class PointCosts:
     """``c[i, j] = metric(a[i], b[j])`` (:mod:`dlap.points.metrics`) as a read-only matrix of
     float64 computed on demand: ``shape``, ``dtype``, ``T``, ``c[start:stop]`` (a dense block of
     rows) and ``c[rows, cols]`` (the entries of given pairs). :func:`dlap.certificate.certify`
-    checks an assignment against it block by block, so its memory is one block's."""
+    checks an assignment against it block by block, so its memory is one block's; where k-d trees
+    serve the points (NumPy points of at most ``TREE_MAX_DIM`` coordinates) it asks the trees
+    instead (``certificate_scan``, ``certificate_reductions``, ``largest_cost``), which find the
+    same minima over every pair while visiting only the boxes that can hold them."""
 
     ndim = 2
     dtype = np.dtype(np.float64)
@@ -60,6 +68,57 @@ class PointCosts:
         if out.size:
             self.kernels.pair_costs(*self._args(), rows, cols, out)
         return out
+
+    def _search(self, sign: float) -> PairSearch | None:
+        """The k-d trees' queries over every pair, or None where they do not serve these points."""
+        if self.a.shape[1] > TREE_MAX_DIM or self.xp is not np or not math.isfinite(self.largest_cost()):
+            return None
+        return PairSearch(self.kernels, self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p, sign)
+
+    def certificate_scan(self, sign: float, u, v, vb, exponent: int):
+        """:func:`dlap.certificate.float_scan` of these costs through the trees (NotImplemented
+        where they do not serve the points): each row's least ``d - vb`` and its rounding error, its
+        least ``d``, the worst ``u + v - d`` (from each row's least ``d - v``), and
+        :meth:`largest_cost` for the largest cost."""
+        search = self._search(sign)
+        if search is None:
+            return NotImplemented
+        largest = self.largest_cost()
+        if not exponent and largest > FLOAT_HEADROOM:
+            return None
+        f = math.ldexp(1.0, -exponent)
+        row_minima, row_errors = search.reduced_minima(f, vb)
+        cost_minima, _ = search.reduced_minima(f, np.zeros(self.shape[1]))
+        least, _ = search.reduced_minima(f, v * f)
+        violation = float((u * f - least).max()) if least.size else -math.inf
+        return FloatScan(row_minima, row_errors, cost_minima, math.ldexp(violation, exponent), largest)
+
+    def certificate_reductions(self, sign: float, exponent: int, row_duals) -> list:
+        """:func:`dlap.certificate.column_reductions` through the trees (over the rows): each
+        column's least ``d - u`` and its rounding error, for each array of row duals."""
+        search = self.T._search(sign)
+        if search is None:
+            return NotImplemented
+        return [search.reduced_minima(math.ldexp(1.0, -exponent), u) for u in row_duals]
+
+    def largest_cost(self) -> float:
+        """An upper bound on every ``|c_ij|``: the metric of the widest gaps between the two sets'
+        bounding boxes, coordinate by coordinate (cosine's: 2), rounded up."""
+        if self.metric == "cosine":
+            return 2.0 + 1e-9
+        if not (self.shape[0] and self.shape[1]):
+            return 0.0
+        a, b = (np.asarray(self.xp.asnumpy(x) if self.xp is not np else x, dtype=np.float64) for x in (self.a, self.b))
+        with np.errstate(over="ignore"):
+            gaps = np.maximum(np.abs(a.max(axis=0) - b.min(axis=0)), np.abs(b.max(axis=0) - a.min(axis=0)))
+            if self.metric == "cityblock":
+                value = gaps.sum()
+            elif self.metric == "minkowski":
+                value = (gaps**self.p).sum() ** (1.0 / self.p)
+            else:
+                value = (gaps * gaps).sum()
+                value = math.sqrt(value) if self.metric == "euclidean" else value
+        return float(value) * (1.0 + 1e-9)
 
     def __repr__(self) -> str:
         return f"PointCosts({self.shape[0]} x {self.shape[1]}, {self.metric}, d = {self.a.shape[1]})"

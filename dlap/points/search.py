@@ -75,3 +75,18 @@ class PairSearch:
             kdtree.price(tree, ceilings, *args)
         else:
             self.kernels.price(*args)
+
+    def reduced_minima(self, scale: float, w):
+        """Each row's least ``sign * metric * scale - w_j`` over every column and its rounding
+        error (:func:`dlap.backends.cpu.kdtree.reduced_minima`: what the certificate's scan of
+        every pair finds). Through the trees only."""
+        from ..backends.cpu import kdtree
+
+        tree = self._tree(self.b, self.b_norms)
+        w = np.ascontiguousarray(to_host(w), dtype=np.float64)
+        ceilings = np.empty(tree[1].shape[0])
+        kdtree.column_ceilings(tree, w, ceilings)
+        low, error = np.empty(self.a.shape[0]), np.empty(self.a.shape[0])
+        kdtree.reduced_minima(tree, ceilings, self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p,
+                              self.sign, scale, w, low, error)
+        return low, error

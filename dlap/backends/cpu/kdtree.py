@@ -30,6 +30,7 @@ BOUND_SLACK = 1e-12
 LEAF_SIZE = 16
 #: rows a thread takes at a time in the parallel queries
 QUERY_CHUNK = 64
+_ULP = 2.0**-52
 
 
 @njit(cache=True)
@@ -214,3 +215,57 @@ def price(tree, ceilings, a, b, na, nb, metric, p, sign, u, v, rtol, index, redu
                             insert_sorted(reduced[i], index[i], cap - 1, r, j)
                         found += 1
             count[i] = found
+
+
+@njit(cache=True, parallel=True)
+def reduced_minima(tree, ceilings, a, b, na, nb, metric, p, sign, scale, w, low, error):
+    """``low[i]``: the least ``d_ij - w_j`` over every column ``j`` of ``tree`` (over ``b``, with
+    ``ceilings`` from :func:`column_ceilings` of ``w``), ``d_ij = sign * metric * scale`` as
+    :func:`dlap.backends.cpu.points.block_costs` computes it, ``-`` rounded as NumPy rounds it;
+    ``error[i]``: the least rounding error (TwoSum) among the columns attaining it, so ``low +
+    error`` is the exact minimum (:func:`dlap.certificate.float_scan`). A box is skipped only where
+    its bound less its largest ``w``, two roundings down, is above the minimum found two roundings
+    up: no column of it can attain the exact minimum."""
+    perm, start, stop, left, right, box_low, box_high = tree
+    n = a.shape[0]
+    for chunk in prange((n + QUERY_CHUNK - 1) // QUERY_CHUNK):
+        stack = np.empty(2 * 64 + 2, dtype=np.int64)
+        bound = np.empty(2 * 64 + 2)
+        for i in range(chunk * QUERY_CHUNK, min(n, (chunk + 1) * QUERY_CHUNK)):
+            x = _query_point(a, i, na, metric)
+            best, best_error = np.inf, 0.0
+            stack[0], bound[0], depth = 0, -np.inf, 1
+            while depth:
+                depth -= 1
+                node = stack[depth]
+                if bound[depth] > best + 4 * _ULP * abs(best):
+                    continue
+                if left[node] < 0:
+                    for t in range(start[node], stop[node]):
+                        j = perm[t]
+                        d = pair_cost(a, b, na, nb, i, j, metric, p, sign) * scale
+                        r = d - w[j]
+                        if r <= best:
+                            back = r - d
+                            e = (d - (r - back)) + (-w[j] - back)
+                            if r < best or e < best_error:
+                                best, best_error = r, e
+                    continue
+                near, far = left[node], right[node]
+                lb_near = _reduced_bound(x, box_low, box_high, near, metric, p, sign, scale, ceilings)
+                lb_far = _reduced_bound(x, box_low, box_high, far, metric, p, sign, scale, ceilings)
+                if lb_far < lb_near:
+                    near, far, lb_near, lb_far = far, near, lb_far, lb_near
+                stack[depth], bound[depth] = far, lb_far
+                stack[depth + 1], bound[depth + 1] = near, lb_near
+                depth += 2
+            low[i] = best
+            error[i] = best_error if np.isfinite(best) else 0.0
+
+
+@njit(cache=True, inline="always")
+def _reduced_bound(x, box_low, box_high, node, metric, p, sign, scale, ceilings):
+    """A lower bound on ``d - w`` over box ``node``: its cost bound scaled, less its largest
+    ``w``, two roundings down."""
+    r = box_cost_bound(x, box_low, box_high, node, metric, p, sign) * scale - ceilings[node]
+    return r - 4 * _ULP * abs(r) - 1e-300

@@ -6,19 +6,41 @@ import contextlib
 import math
 import numbers
 import time
+from typing import Any, Unpack, overload
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .arrays import adopt
 from .backends import backend as backend_for
 from .certificate import exact_sum
 from .device import array_module, choose_device, is_device_array
-from .options import DEVICES, INITS, METHODS, ROOTS, STARTS, SWITCHINGS, check_choice
+from .options import (
+    DEVICES,
+    INITS,
+    METHODS,
+    ROOTS,
+    STARTS,
+    SWITCHINGS,
+    Device,
+    Init,
+    Method,
+    Roots,
+    SolveOptions,
+    Start,
+    Switching,
+    check_choice,
+)
 from .problem import Problem, prepare, unscaled, unscaled_duals
 from .result import Assignment, MatrixReference, Stats, caller_duals
 
 
-def linear_sum_assignment(cost_matrix, maximize: bool = False, **options):
+@overload
+def linear_sum_assignment(cost_matrix: np.ndarray | list, maximize: bool = False,
+                          **options: Unpack[SolveOptions]) -> tuple[NDArray[np.int64], NDArray[np.int64]]: ...
+@overload
+def linear_sum_assignment(cost_matrix: Any, maximize: bool = False, **options: Unpack[SolveOptions]) -> tuple[Any, Any]: ...
+def linear_sum_assignment(cost_matrix, maximize: bool = False, **options: Unpack[SolveOptions]):
     """Solve the linear sum assignment problem; a drop-in for scipy's function of that name.
 
     Parameters
@@ -54,15 +76,15 @@ def solve(
     cost,
     *,
     maximize: bool = False,
-    method: str = "auto",
-    device: str = "auto",
-    init: str = "auto",
-    roots: str = "auto",
+    method: Method = "auto",
+    device: Device = "auto",
+    init: Init = "auto",
+    roots: Roots = "auto",
     progress=None,
     time_limit: float | None = None,
-    start: str = "greedy",
+    start: Start = "greedy",
     seed=0,
-    switching: str = "parallel",
+    switching: Switching = "parallel",
 ) -> Assignment:
     """Solve the LAP exactly (or near-optimally by DGS) and return an :class:`~dlap.Assignment`
     with duals and statistics.

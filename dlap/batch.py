@@ -25,7 +25,7 @@ import numpy as np
 from .arrays import adopt
 from .certificate import certify, widened
 from .device import MSG_NO_GPU, gpu_available
-from .options import DEVICES, check_choice
+from .options import DEVICES, Device, check_choice
 from .problem import (
     MSG_INFEASIBLE,
     MSG_INVALID,
@@ -86,7 +86,7 @@ class BatchResult:
         return certify(cost, *arrays[:2], objective, *arrays[2:], maximize=self.maximize, rtol=rtol)
 
 
-def solve_batch(costs, *, maximize: bool = False, device: str = "auto", duals: bool = False) -> BatchResult:
+def solve_batch(costs, *, maximize: bool = False, device: Device = "auto", duals: bool = False) -> BatchResult:
     """Solve every problem of a batch (see the module docstring).
 
     Parameters

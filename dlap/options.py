@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 Method = Literal["auto", "classical", "tree", "hybrid", "scaling", "dgs"]
 Device = Literal["auto", "cpu", "gpu"]
@@ -10,6 +10,22 @@ Init = Literal["auto", "jv", "reduction"]
 Roots = Literal["auto", "all", "one"]
 Start = Literal["greedy", "random"]
 Switching = Literal["parallel", "sequential"]
+
+
+
+class SolveOptions(TypedDict, total=False):
+    """:func:`dlap.solve`'s options, as :func:`dlap.linear_sum_assignment` passes them on."""
+
+    method: Method
+    device: Device
+    init: Init
+    roots: Roots
+    progress: Any
+    time_limit: float | None
+    start: Start
+    seed: Any
+    switching: Switching
+
 
 METHODS: tuple[str, ...] = get_args(Method)
 DEVICES: tuple[str, ...] = get_args(Device)

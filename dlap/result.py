@@ -118,7 +118,7 @@ class Assignment:
 
     row_ind: np.ndarray
     col_ind: np.ndarray
-    objective: float
+    objective: int | float
     row_duals: np.ndarray
     col_duals: np.ndarray
     stats: Stats

@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .options import Device
+
 #: the matrix dtypes a solver reads (:func:`dlap.problem.working_dtype`), widest first
 WORKING_DTYPES = ("float64", "int64", "float32", "int32")
 #: the tiny problems' size: large enough that no start solves them, so every phase runs
@@ -76,7 +78,7 @@ def _point_paths(device: str) -> list[tuple[str, Callable[[], object]]]:
     return paths
 
 
-def warmup(device: str = "auto", echo: Callable[[str], None] | None = None) -> float:
+def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None) -> float:
     """Compile (or load from the disk cache) the kernels of every solver on ``device`` ("cpu",
     "gpu", or "auto": the CPU, and the GPU too when one is visible); returns the seconds taken.
     ``echo`` receives a line per path."""

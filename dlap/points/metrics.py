@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Literal, get_args
 
 import numpy as np
 
-METRICS = ("euclidean", "sqeuclidean", "cityblock", "minkowski", "cosine")
+Metric = Literal["euclidean", "sqeuclidean", "cityblock", "minkowski", "cosine"]
+METRICS: tuple[str, ...] = get_args(Metric)
 #: the kernels' number for each metric
 METRIC_IDS = {name: number for number, name in enumerate(METRICS)}
 

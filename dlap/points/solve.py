@@ -8,9 +8,9 @@ import numpy as np
 
 from ..arrays import adopt
 from ..device import device_for, is_device_array, to_host
-from ..options import DEVICES, check_choice
+from ..options import DEVICES, Device, check_choice
 from ..result import Assignment, Stats
-from .metrics import check_metric, check_points
+from .metrics import Metric, check_metric, check_points
 
 
 class CostsReference:
@@ -26,8 +26,8 @@ class CostsReference:
         return self.costs
 
 
-def solve_points(a, b, metric: str = "euclidean", *, p: float | None = None, maximize: bool = False,
-                 device: str = "auto", candidates: int | None = None) -> Assignment:
+def solve_points(a, b, metric: Metric = "euclidean", *, p: float | None = None, maximize: bool = False,
+                 device: Device = "auto", candidates: int | None = None) -> Assignment:
     """Assign the points of ``a`` to those of ``b`` at the least total distance, exactly, without
     forming the ``n x m`` matrix of their distances.
 

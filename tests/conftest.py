@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -44,6 +45,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_configure(config):
+    # the Dask clusters' scratch space (workers' spill folders and locks, which Dask leaves in
+    # the system's temporary folder) in a folder of the suite's own, removed at its end
+    config.dlap_dask_scratch = tempfile.mkdtemp(prefix="dlap-tests-dask-")
+    os.environ["DASK_TEMPORARY_DIRECTORY"] = config.dlap_dask_scratch
+    if "dask" in sys.modules:
+        sys.modules["dask"].config.set({"temporary-directory": config.dlap_dask_scratch})
     if os.environ.get("DLAP_TEST_WARMUP", "1") != "0" and not hasattr(config, "workerinput"):
         config.dlap_warmup = subprocess.Popen([sys.executable, "-m", "dlap", "warmup", "--device", "cpu", "--quiet"],
                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -54,3 +61,4 @@ def pytest_unconfigure(config):
     if warmup is not None and warmup.poll() is None:
         warmup.terminate()  # Numba writes each cache file whole (a temporary file, renamed)
         warmup.wait()
+    shutil.rmtree(config.dlap_dask_scratch, ignore_errors=True)

@@ -10,7 +10,7 @@ from hypothesis.extra.numpy import arrays
 
 from .helpers import assert_same_optimum
 
-EXAMPLES = 250
+EXAMPLES = 150
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 shapes = st.tuples(st.integers(1, 9), st.integers(1, 9))

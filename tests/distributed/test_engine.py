@@ -75,7 +75,7 @@ def test_agrees_with_scipy(client, method, strategy):
     """Hypothesis: ties, huge ranges, int32, wide floats, float32, 9th-digit floats, +inf
     forbidden pairs; maximised, transposed, split over 1 to 3 ranks with random chunks."""
 
-    @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+    @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                     HealthCheck.function_scoped_fixture])
     @given(cost=STRATEGIES[strategy], maximize=st.booleans(), transpose=st.booleans(), chunk=st.integers(1, 9))
     def run(cost, maximize, transpose, chunk):
@@ -178,7 +178,8 @@ def test_scaling_on_one_two_and_three_ranks(client, family):
         dd.solve(da.from_array(cost[:, :80]), client, method="scaling", device="cpu")
 
 
-@pytest.mark.parametrize("family", ["geometric", "geometric-benefit", "machol-wien", "geometric-disjoint"])
+# (geometric split over ranks: test_auto_hands_split_structured_costs_to_scaling)
+@pytest.mark.parametrize("family", ["geometric-benefit", "machol-wien", "geometric-disjoint"])
 def test_scaling_across_ranks_is_the_one_process_engine_bit_for_bit(client, family, monkeypatch):
     """Column slabs of two and three ranks, even or not: the same assignment, the same duals to
     the last bit, the same searches and row scans as ``dlap.solve(method="scaling")`` in this

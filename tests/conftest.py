@@ -23,6 +23,10 @@ import pytest
 
 from dlap.device import gpus_visible
 
+#: the test files whose tests run dlap in processes of their own
+SPAWNING = ("tests/bench/", "tests/test_cli.py", "tests/test_cli_errors.py", "tests/test_docs.py",
+            "tests/test_imports.py", "tests/test_notebooks.py", "tests/test_workflows.py")
+
 
 def pytest_collection_modifyitems(config, items):
     gpus = gpus_visible()
@@ -38,10 +42,13 @@ def pytest_collection_modifyitems(config, items):
         for marker, (skip, why) in skips.items():
             if skip and item.get_closest_marker(marker):
                 item.add_marker(pytest.mark.skip(reason=why))
-    # the tests that start Dask workers last: the workers then load the CPU kernels the rest of
-    # the suite compiled into Numba's cache, instead of each compiling them again (a fresh clone
-    # compiles everything: 180 s of the suite's 458 were the Dask engine's tests when they ran first)
-    items.sort(key=lambda item: item.get_closest_marker("distributed") is not None)
+    # the tests that start other processes (the command, examples, notebooks, benchmarks) after
+    # those that solve in this one, and those that start Dask workers last: by then the warm-up
+    # (and the tests before) have compiled the CPU kernels into Numba's cache, which those
+    # processes load instead of each compiling them again (a fresh clone compiles everything:
+    # 180 s of the suite's 458 were the Dask engine's tests when they ran first)
+    items.sort(key=lambda item: (item.get_closest_marker("distributed") is not None,
+                                 item.nodeid.startswith(SPAWNING)))
 
 
 def pytest_configure(config):

@@ -34,9 +34,6 @@ from .options import METHODS, STARTS, SWITCHINGS
 DEMO_N = 2000
 #: the demo's warm-up instance: large enough that every phase runs, so all kernels are compiled
 DEMO_WARMUP_N = 100
-#: how long ``--scheduler`` waits for the scheduler to answer (Dask's default is 30 s), unless
-#: dask.config ``dlap.connect-timeout`` says otherwise
-CONNECT_TIMEOUT = "10s"
 #: the errors the command reports on one line: bad input, a missing device or extra, a file,
 #: a cluster that cannot be reached or lost a worker
 USER_ERRORS = (ValueError, TypeError, RuntimeError, MemoryError, OSError, ImportError)
@@ -174,8 +171,9 @@ def _solve_distributed(args) -> int:
         matrix, label, maximize = _instance(args)
         cost = da.from_array(matrix)
     start = time.perf_counter()
-    connect = dask.config.get("dlap.connect-timeout", CONNECT_TIMEOUT)
-    with dask.config.set({"distributed.comm.timeouts.connect": connect}):
+    from .distributed import config
+
+    with dask.config.set({"distributed.comm.timeouts.connect": config.seconds("connect-timeout")}):
         result = dd.solve(cost, method=method, maximize=maximize, scheduler=args.scheduler, n_workers=args.workers,
                           protocol=args.protocol, progress=True, device=args.device)
     info = _report(result, label, time.perf_counter() - start, args.json)

@@ -1,5 +1,7 @@
 """docker-compose.yml is valid and wires scheduler, GPU workers and a client (CI has no Docker)."""
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -30,17 +32,39 @@ def test_compose_services():
     assert notebook["environment"]["DASK_SCHEDULER_ADDRESS"] == "tcp://scheduler:8786"
     assert notebook["environment"]["DLAP_DATA"] == "/data" and "./data:/data" in notebook["volumes"]
     for service in services.values():
-        assert service["image"] == "dlap:latest" and "dockerfile_inline" in service["build"]
+        assert service["image"] == "dlap:latest" and service["build"] == {"context": ".", "dockerfile": "Dockerfile"}
 
 
 def test_the_image_installs_the_extras_and_checks_the_kernels_compile():
     spec = yaml.safe_load(COMPOSE.read_text())
-    dockerfile = spec["x-dlap-image"]["build"]["dockerfile_inline"]
+    dockerfile = (COMPOSE.parent / "Dockerfile").read_text()
     assert '"/src[gpu,distributed,cuda,ucx,notebook]"' in dockerfile
     assert "RUN dlap warmup --device cpu" in dockerfile  # every CPU kernel, at build time
     check = spec["services"]["check"]  # the CUDA kernels, on a GPU
     assert check["command"].startswith("dlap demo") and check["profiles"] == ["check"]
     assert check["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+
+
+@pytest.mark.skipif(not (shutil.which("docker-compose") or shutil.which("docker")), reason="needs docker-compose")
+def test_compose_reads_the_file():
+    """``docker-compose config`` (Debian's package, which .ci/run installs) or ``docker compose
+    config`` accepts the file: its schema, the anchors, the profiles, the GPU reservations."""
+    command = ["docker-compose"] if shutil.which("docker-compose") else ["docker", "compose"]
+    run = subprocess.run([*command, "-f", str(COMPOSE), "config", "--quiet"], capture_output=True, text=True,
+                         timeout=120)
+    if command == ["docker", "compose"] and "unknown" in run.stderr:
+        pytest.skip("docker has no compose plugin")
+    assert run.returncode == 0, run.stderr
+
+
+def test_the_example_generates_on_the_workers():
+    """The file's example solve has its matrix made by the workers (a family of
+    generate.WORKER_FAMILIES), not on the client and shipped."""
+    from dlap.generate import WORKER_FAMILIES
+
+    (example,) = [line for line in COMPOSE.read_text().splitlines() if "dlap solve --scheduler" in line]
+    family = example.split("--family", 1)[1].split()[0]
+    assert family in WORKER_FAMILIES, example
 
 
 def test_the_build_context_leaves_out_the_environment_and_history():

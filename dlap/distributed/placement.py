@@ -18,7 +18,7 @@ matrix is:
 A slab of one piece is that piece in the solved form (``dlap-slab``: no copy where the piece is
 in that form already, so a generated or held chunk per rank is the slab). A slab of several pieces is
 allocated once (``dlap-open-slab``) and each piece is written into it as it arrives
-(``dlap-write-slab``), with at most :data:`BUFFER_BYTES` of pieces on the way per rank (or one
+(``dlap-write-slab``), with at most dask.config ``dlap.placement.buffer-bytes`` of pieces on the way per rank (or one
 piece, if larger; the pieces just written are released a moment after the next ones are asked
 for, so a worker may hold up to twice that briefly): the worker holds the slab and a few
 pieces, never the slab twice, so a 90 GB matrix in 6 GB chunks fills one 141 GB GPU. The
@@ -42,14 +42,9 @@ import numpy as np
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..problem import working_dtype
+from . import config
 from .data import RankPlan, Source, chunk_edges, graph_limit
 from .rank.engine import prepare_slab
-
-#: bytes of a band read from Zarr or cut from a held chunk (a generated chunk is one piece,
-#: whatever its size: it is made whole)
-PIECE_BYTES = 256 * 2**20
-#: bytes of pieces on their way to one rank's slab at a time (at least one piece)
-BUFFER_BYTES = 2**30
 
 
 @dataclass(frozen=True)
@@ -176,8 +171,9 @@ def _bands(lo: int, hi: int, step: int) -> list[tuple[int, int]]:
 
 
 def _rows_per_piece(n_cols: int, itemsize: int, multiple: int = 1) -> int:
-    """Rows of a band of at most PIECE_BYTES (at least ``multiple``), a multiple of ``multiple``."""
-    return max(1, PIECE_BYTES // max(1, n_cols * itemsize * multiple)) * multiple
+    """Rows of a band of at most dlap.placement.piece-bytes (at least ``multiple``), a multiple of
+    ``multiple``."""
+    return max(1, config.nbytes("placement.piece-bytes") // max(1, n_cols * itemsize * multiple)) * multiple
 
 
 def zarr_pieces(client, source: Source, region, gpu: bool, pin: dict, name: str) -> list[Piece]:
@@ -304,11 +300,12 @@ class SlabFill:
 
     def top_up(self) -> None:
         """Submit the next pieces and their writes while the pieces on the way stay within
-        BUFFER_BYTES (at least one), in one batch: the chunks of a dask array as one graph and
+        dlap.placement.buffer-bytes (at least one), in one batch: the chunks of a dask array as one graph and
         the writes as one map, where a message to the scheduler per task cost more than the
         tasks."""
         batch, nbytes, sent = [], self.on_the_way(), 0
-        while self.queue and (not (self.flying or batch) or nbytes + self.queue[0][1].nbytes <= BUFFER_BYTES):
+        limit = config.nbytes("placement.buffer-bytes")
+        while self.queue and (not (self.flying or batch) or nbytes + self.queue[0][1].nbytes <= limit):
             if batch and sent + self.queue[0][1].sent > self.graph_bytes:
                 break  # the rest of the in-memory chunks in the next batch
             batch.append(self.queue.popleft())

@@ -18,6 +18,7 @@ from ..device import gpus_visible
 from ..options import DEVICES, INITS, check_choice
 from ..problem import unscaled_duals, working_dtype
 from ..result import Assignment, Certificate, Stats, caller_duals
+from . import config
 from .cluster import UCX_ENVIRONMENT, connected, ucx_waits_spin, worker_addresses
 from .data import (
     as_source,
@@ -29,7 +30,7 @@ from .data import (
     source_offset,
     source_range,
 )
-from .placement import BUFFER_BYTES, place_slabs
+from .placement import place_slabs
 from .progress import watch
 from .rank.backend import SPLIT_AXIS
 from .rank.comm import CommAborted, nccl_kept, nccl_unique_id, register_rpc_handler
@@ -37,26 +38,20 @@ from .rank.engine import RankAborted, RankSpec, run_rank
 from .scheduler import registry
 
 METHODS = tuple(SPLIT_AXIS)
-#: seconds the client waits for the other ranks to stop once a solve has failed
-ABORT_GRACE = 20.0
-#: seconds the client waits for the scheduler to notice a dead worker a rank could not reach
-LOST_GRACE = 5.0
 #: seconds between the client's questions to the scheduler about the ranks' workers
 POLL = 0.25
 #: seconds between the client's looks at the ranks' futures (local state)
 TICK = 0.005
-#: method="auto" solves on one rank where the matrix and placement's pieces on their way
-#: (``placement.BUFFER_BYTES``) take at most this share of what the worker has: on a GPU worker
-#: of its GPU's free memory (CuPy's cached blocks included; the rest holds the solver's state:
-#: vectors of n, the zero-slack graph), on a CPU worker of its memory limit (or of the host's
-#: memory), below distributed's thresholds for spilling (60%) and pausing (80%)
-ONE_RANK_MEMORY_SHARE = {"gpu": 0.85, "cpu": 0.5}
-#: method="auto" splits an integer matrix of at least this many entries over the GPU workers
-#: (classical variant, row slabs) even where it fits one of them: the dual updates' theta pass,
-#: most of one GPU's time at that size, is shared out, and each rank makes or reads only its own
-#: slab. The bound lies between the largest size where a split lost to one GPU and the smallest
-#: where every split won (docs/benchmarks.md, "Dask engine": strong scaling on 2 and 4 GPUs)
-SPLIT_MIN_ENTRIES = 80000 * 80000
+# dask.config dlap.auto.one-rank-memory-share (dlap.yaml): method="auto" solves on one rank where
+# the matrix and placement's pieces on their way take at most this share of what the worker has:
+# on a GPU worker of its GPU's free memory (CuPy's cached blocks included; the rest holds the
+# solver's state: vectors of n, the zero-slack graph), on a CPU worker of its memory limit (or of
+# the host's memory), below distributed's thresholds for spilling (60%) and pausing (80%).
+# dlap.auto.split-min-entries: method="auto" splits an integer matrix of at least this many entries
+# over the GPU workers (classical variant, row slabs) even where it fits one of them: the dual
+# updates' theta pass, most of one GPU's time at that size, is shared out, and each rank makes or
+# reads only its own slab. The default (80000 x 80000) lies between the largest size where a split
+# lost to one GPU and the smallest where every split won (docs/benchmarks.md, "Dask engine").
 
 
 class WorkerLostError(RuntimeError):
@@ -114,14 +109,14 @@ def solve(
         variant with columns split (section 5; see :mod:`dlap.distributed.rank.engine`), or the
         hybrid (:mod:`dlap.hungarian.hybrid`: classical, then tree) or the ε-scaling engine
         (:mod:`dlap.hungarian.scaling`, square matrices only) on column slabs. ``"auto"``:
-        where the matrix fits one worker (``ONE_RANK_MEMORY_SHARE`` of its GPU's free memory,
+        where the matrix fits one worker (dask.config ``dlap.auto.one-rank-memory-share`` of its GPU's free memory,
         or of its memory limit; placement fills the slab piece by piece, so the worker never
         holds the matrix twice), the whole solve runs on one rank with exactly what ``dlap.solve(method="auto")``
-        runs there, ε-scaling included: below ``SPLIT_MIN_ENTRIES`` more ranks have been slower
+        runs there, ε-scaling included: below ``dlap.auto.split-min-entries`` more ranks have been slower
         than one (docs/benchmarks.md, "Dask engine"). ``stats.phase_counts["ranks"]`` is then 1 and
         ``["ranks_offered"]`` the workers it could have used. Two exceptions on GPU workers, for
         integer costs, which are split with the classical variant: a matrix of at least
-        ``SPLIT_MIN_ENTRIES`` entries (80000 x 80000: docs/benchmarks.md) unless the split would move more of it
+        ``dlap.auto.split-min-entries`` entries (80000 x 80000: docs/benchmarks.md) unless the split would move more of it
         than one rank or make it once per rank (``_auto_split``), and a matrix persisted across
         them so that one rank would gather more of it than the classical variant's row slabs need
         (``stats.phase_counts["one_rank_moved_bytes"]`` says what one rank would have
@@ -272,8 +267,8 @@ def _auto_method(client, source, shape, candidates, device, maximize) -> tuple[s
     gpu = device == "gpu" or (device == "auto" and all(g for g, _ in seen.values()))
     capacity = min(gpu_bytes if gpu else host_bytes for _, (gpu_bytes, host_bytes) in seen.values())
     matrix_bytes = shape[0] * shape[1] * working_dtype(source.dtype, maximize).itemsize
-    held = matrix_bytes + min(matrix_bytes, BUFFER_BYTES)  # the slab, and the pieces on their way to it
-    if held <= ONE_RANK_MEMORY_SHARE["gpu" if gpu else "cpu"] * capacity:
+    held = matrix_bytes + min(matrix_bytes, config.nbytes("placement.buffer-bytes"))  # the slab, and pieces on the way
+    if held <= config.number(f"auto.one-rank-memory-share.{'gpu' if gpu else 'cpu'}") * capacity:
         return "auto", gpu
     if source.dtype.kind not in "biu":
         return "tree", gpu
@@ -292,14 +287,14 @@ def _auto_split(client, source, shape, transposed, candidates, wanted, keep_orde
     - a matrix persisted across the workers so that one rank would gather more of it than the
       row slabs need: the ranks follow the data (moving a matrix between workers takes longer
       than solving it);
-    - a matrix of ``SPLIT_MIN_ENTRIES`` entries or more, unless the split would move more of a
+    - a matrix of ``dlap.auto.split-min-entries`` entries or more, unless the split would move more of a
       persisted matrix than one rank would (a matrix held by one worker stays there), or every
       rank would make as much of it as one rank (a dask array in column chunks that are not
       held is made whole by each rank of a row split, a Zarr array in column chunks read whole
       by each: ``made_bytes``)."""
     axis = 1 if transposed else 0  # the classical variant splits the solved form's rows
     bounds = slab_bounds(source, axis, max(1, min(wanted, source.shape[axis])))
-    big = shape[0] * shape[1] >= SPLIT_MIN_ENTRIES
+    big = shape[0] * shape[1] >= config.number("auto.split-min-entries")
     holders = chunk_holders(client, source)
     one = assign_ranks(holders, source, axis, (0, source.shape[axis]), candidates, keep_order)
     if one.moved_bytes is not None:  # persisted
@@ -447,7 +442,7 @@ def _stop_ranks(client, futures, workers, abort, failure=None, owners=None) -> N
     whose workers are alive to stop, cancel every task, and raise the first real cause of
     ``failure`` (None: the caller was interrupted, and re-raises that itself)."""
     abort.set()
-    deadline, next_check, waited = time.perf_counter() + ABORT_GRACE, 0.0, futures
+    deadline, next_check, waited = time.perf_counter() + config.seconds("abort-grace"), 0.0, futures
     while time.perf_counter() < deadline and not all(f.done() for f in waited):
         if time.perf_counter() >= next_check:  # the scheduler is asked every POLL, the futures every TICK
             waited, next_check = _alive(client, futures, owners or workers), time.perf_counter() + POLL
@@ -455,7 +450,7 @@ def _stop_ranks(client, futures, workers, abort, failure=None, owners=None) -> N
     if isinstance(failure, OSError):
         # a rank that could not reach a peer usually raced the scheduler's notice of that peer's
         # death: the dead worker is the cause to report, once the scheduler has seen it go
-        deadline = time.perf_counter() + LOST_GRACE
+        deadline = time.perf_counter() + config.seconds("lost-grace")
         while time.perf_counter() < deadline and not isinstance(failure, WorkerLostError):
             failure = _worker_lost(client, workers) or failure
             time.sleep(POLL)

@@ -417,7 +417,7 @@ def test_persisted_input_ranks_follow_the_data(client):
 def test_the_data_a_gpu_auto_solve_follows_is_what_the_solves_move(client):
     """The estimate behind method="auto" following a persisted integer matrix on GPU workers
     (``_auto_split``, reached only there; computed here on CPU workers): below
-    SPLIT_MIN_ENTRIES it names what one rank would move and the classical split's plan exactly
+    dlap.auto.split-min-entries it names what one rank would move and the classical split's plan exactly
     when the classical split moves less, and those are the bytes the two solves move. Not
     persisted: no estimate."""
     from dlap.distributed.cluster import worker_addresses
@@ -443,18 +443,17 @@ def test_the_data_a_gpu_auto_solve_follows_is_what_the_solves_move(client):
 
 
 def test_a_gpu_auto_solve_splits_a_large_matrix_where_that_moves_and_makes_no_more(client, monkeypatch, tmp_path):
-    """``_auto_split`` from SPLIT_MIN_ENTRIES (lowered to the 300 x 300 matrix here): split where
+    """``_auto_split`` from dask.config dlap.auto.split-min-entries (lowered to the 300 x 300 matrix here): split where
     the ranks make or read their own rows (row chunks of a dask array that is not persisted, or
     of a Zarr store) or where the split moves no more of a persisted matrix than one rank would
     (column chunks across the workers); one rank where each rank would make or read the whole
     matrix (column chunks, not persisted or in Zarr) or where one worker holds it all."""
-    import sys
 
     from dlap.distributed.cluster import worker_addresses
     from dlap.distributed.data import as_source
     from dlap.distributed.solve import _auto_split
 
-    monkeypatch.setattr(sys.modules["dlap.distributed.solve"], "SPLIT_MIN_ENTRIES", 300 * 300)
+    monkeypatch.setitem(dask.config.config["dlap"]["auto"], "split-min-entries", 300 * 300)
     cost = uniform_block((0, 300), (0, 300), 300, 3000, 15)
     workers = worker_addresses(client)
 
@@ -538,14 +537,13 @@ def slabs_left_filling(client, timeout: float = 5.0) -> int:
 @pytest.mark.parametrize("source", ["zarr", "persisted", "generated"])
 def test_a_slab_of_many_pieces_is_filled_in_place(client, tmp_path, monkeypatch, source):
     """A slab of many pieces (Zarr bands, persisted chunks cut in bands where they live, generated
-    chunks) is allocated once and filled piece by piece, with about ``BUFFER_BYTES`` of pieces
+    chunks) is allocated once and filled piece by piece, with about ``dlap.placement.buffer-bytes`` of pieces
     held per rank at a time: the optimum of dlap.solve, transposed (more rows than columns),
     maximised, 8-byte integers shifted by an offset, every variant; nothing left in the workers'
     plugin."""
-    from dlap.distributed import placement
 
-    monkeypatch.setattr(placement, "PIECE_BYTES", 4096)
-    monkeypatch.setattr(placement, "BUFFER_BYTES", 3 * 4096)
+    monkeypatch.setitem(dask.config.config["dlap"]["placement"], "piece-bytes", 4096)
+    monkeypatch.setitem(dask.config.config["dlap"]["placement"], "buffer-bytes", 3 * 4096)
     cost = uniform_block((0, 200), (0, 150), 150, 3000, 21, dtype="int64") + 2**60
     if source == "zarr":
         zarr = pytest.importorskip("zarr")
@@ -568,7 +566,7 @@ def test_a_slab_of_many_pieces_is_filled_in_place(client, tmp_path, monkeypatch,
         ranks = result.stats.phase_counts["ranks"]
         writes = sum(k.startswith("dlap-write-slab-") for k in keys)
         assert sum(k.startswith("dlap-open-slab-") for k in keys) == ranks == 3
-        # many pieces a slab, few of them held at once: BUFFER_BYTES of them (3 bands, 2 generated
+        # many pieces a slab, few of them held at once: buffer-bytes of them (3 bands, 2 generated
         # chunks), and the last ones written until their release reaches the scheduler
         per_rank = 3 if source != "generated" else 2
         assert most <= 2 * per_rank * ranks < writes, (most, writes)
@@ -633,9 +631,8 @@ def test_a_chunk_larger_than_a_graph_should_carry_is_scattered(client):
 def test_a_slab_that_fails_to_fill_is_dropped(client, monkeypatch):
     """A NaN in a later piece of a slab: scipy's error, and the half-filled slabs are freed on
     every worker."""
-    from dlap.distributed import placement
 
-    monkeypatch.setattr(placement, "PIECE_BYTES", 4096)
+    monkeypatch.setitem(dask.config.config["dlap"]["placement"], "piece-bytes", 4096)
     cost = uniform_block((0, 300), (0, 300), 300, 3000, 22).astype(np.float64)
     assert_nan_slab_refused(lambda c, method: dd.solve(da.from_array(c, chunks=(20, 100)), client, method=method), cost)
     assert slabs_left_filling(client) == 0

@@ -8,6 +8,7 @@ import pytest
 
 pytestmark = [pytest.mark.gpu, pytest.mark.distributed]
 
+dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
@@ -153,16 +154,15 @@ def test_auto_solves_a_persisted_integer_matrix_where_it_lies(client):
 
 @pytest.mark.multi_gpu
 def test_auto_splits_a_large_integer_matrix_over_the_gpus(client, monkeypatch):
-    """method="auto", an integer matrix of at least SPLIT_MIN_ENTRIES entries that fits one GPU
+    """method="auto", an integer matrix of at least dlap.auto.split-min-entries entries that fits one GPU
     (the bound lowered to 3000 x 3000 here): split over every GPU with the classical variant
     where the ranks make their own row slabs, the single-GPU optimum; on one rank where every
     rank would make the whole matrix (column chunks), for floats, and below the bound."""
-    import sys
 
     import cupy
 
     workers = worker_addresses(client)
-    monkeypatch.setattr(sys.modules["dlap.distributed.solve"], "SPLIT_MIN_ENTRIES", 3000 * 3000)
+    monkeypatch.setitem(dask.config.config["dlap"]["auto"], "split-min-entries", 3000 * 3000)
     n = 3000
     expected = dlap.solve(uniform_block((0, n), (0, n), n, 10 * n, 4, cupy)).objective
     split = dd.solve(uniform_dask(n, 10, seed=4, chunks=(500, n), gpu=True), client)
@@ -192,10 +192,9 @@ def test_a_gpu_slab_of_many_pieces_is_filled_in_place(client, tmp_path, monkeypa
     costs: the variants alone on geometric ones take minutes, the hard-instances engine's job.)"""
     import cupy
 
-    from dlap.distributed import placement
 
-    monkeypatch.setattr(placement, "PIECE_BYTES", 64 * 1024)
-    monkeypatch.setattr(placement, "BUFFER_BYTES", 3 * 64 * 1024)
+    monkeypatch.setitem(dask.config.config["dlap"]["placement"], "piece-bytes", 64 * 1024)
+    monkeypatch.setitem(dask.config.config["dlap"]["placement"], "buffer-bytes", 3 * 64 * 1024)
     arr = (uniform_dask(900, 10, m=700, seed=8, chunks=(100, 140), gpu=True) / 7).astype(np.float32)
     cost = arr.compute()
     if source == "zarr":

@@ -36,8 +36,6 @@ from dataclasses import dataclass, field
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 NAME = "dlap-solves"
-#: seconds a solve holds the cluster without a word from its client (dask.config ``dlap.solve-lease``)
-LEASE_SECONDS = 10.0
 #: seconds between the scheduler's looks at the leases
 LEASE_CHECK_SECONDS = 0.5
 #: seconds an abort event set by the registry stays on the scheduler (a rank still starting finds it)
@@ -52,6 +50,7 @@ class RunningSolve:
     lock_id: str
     abort_event: str
     workers: tuple
+    lease: float  # seconds: the client's dask.config dlap.solve-lease
     method: str = ""
     shape: tuple = ()
     started: float = field(default_factory=time.time)
@@ -59,7 +58,6 @@ class RunningSolve:
     progress: dict = field(default_factory=dict)  # rank 0's last event: matched, total, its counters
     state: str = "running"
     seconds: float = 0.0
-    lease: float = LEASE_SECONDS
     renewed: float = field(default_factory=time.monotonic)  # the client's last word (scheduler's clock)
 
 
@@ -93,9 +91,9 @@ class SolveRegistry(SchedulerPlugin):
             self.leases.stop()
 
     def begin(self, solve_id: str, client: str, lock_id: str, abort_event: str, workers, method: str = "",
-              shape=(), lease: float = LEASE_SECONDS) -> None:
-        self.solves[solve_id] = RunningSolve(client, lock_id, abort_event, tuple(workers), method, tuple(shape),
-                                             lease=float(lease))
+              shape=(), *, lease: float) -> None:
+        self.solves[solve_id] = RunningSolve(client, lock_id, abort_event, tuple(workers), float(lease), method,
+                                             tuple(shape))
 
     def state(self, solve_id: str) -> str | None:
         """A solve's state: "running", or how it ended (None once it left the ended ones)."""
@@ -220,13 +218,10 @@ class Lease:
 
 
 def lease_seconds() -> float:
-    """The lease of a solve: dask.config ``dlap.solve-lease`` (seconds), else LEASE_SECONDS."""
-    import dask
+    """The lease of a solve: dask.config ``dlap.solve-lease`` (dlap.yaml)."""
+    from .. import config
 
-    seconds = float(dask.config.get("dlap.solve-lease", LEASE_SECONDS))
-    if not seconds > 0:
-        raise ValueError(f"dask.config dlap.solve-lease must be a positive number of seconds; got {seconds!r}")
-    return seconds
+    return config.seconds("solve-lease")
 
 
 def state(client, solve_id: str) -> str | None:

@@ -241,7 +241,7 @@ def _write_text(path: str, text: str) -> None:
 def cmd_bench(args) -> int:
     _check_bench_outputs(args)
     suite = {"batch": _bench_batch, "dgs": _bench_dgs, "deadlines": _bench_deadlines,
-             "points": _bench_points}.get(args.suite, _bench_grid)
+             "points": _bench_points, "first-calls": _bench_first_calls}.get(args.suite, _bench_grid)
     return suite(args)
 
 
@@ -274,6 +274,14 @@ def _print_table(args, text: str) -> None:
         _write_text(args.markdown, text)
     if args.json:
         print(f"\nJSON records appended to {args.json}")
+
+
+def _bench_first_calls(args) -> int:
+    from .bench import first_calls
+
+    records = first_calls.run(repeat=args.repeat, out=args.json)
+    _print_table(args, first_calls.table(records))
+    return 0
 
 
 def _bench_batch(args) -> int:
@@ -367,14 +375,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                    help="gpu: the anchors grid plus geometric and float instances, GPU solvers "
                         "timed from the host and from the GPU, against lap and scipy")
-    p.add_argument("--suite", choices=("grid", "hard", "batch", "dgs", "deadlines", "points"), default="grid",
+    p.add_argument("--suite", choices=("grid", "hard", "batch", "dgs", "deadlines", "points", "first-calls"),
+                   default="grid",
                    help="grid: families x sizes against lap and scipy; hard: structured costs (geometric, "
                         "geometric-int, -3d, -disjoint, -benefit, machol-wien, ties:4) at n = 500 to 4000 on the "
                         "CPU, 1000 to 20000 on the GPU, against scipy, lap and lapx; batch: dlap.solve_batch "
                         "against scipy (loop and thread pool), lapx and fastlap on five batches; dgs: Deep Greedy "
                         "Switching against dlap's exact solver (gaps, deadlines); deadlines: how far past their "
                         "deadlines DGS solves end, and the thread team, idle and on busy cores; points: "
-                        "dlap.solve_points on uniform 2-D points (default n = 10000 100000) beside the dense engine")
+                        "dlap.solve_points on uniform 2-D points (default n = 10000 100000) beside the dense engine; "
+                        "first-calls: a fresh process's first solves on the CPU (cached and empty kernel cache) "
+                        "against scipy's")
     p.add_argument("--n", type=int, nargs="+", help="sizes (default 1000 2000 4000; dgs: 1000 to 20000)")
     p.add_argument("--families", nargs="+",
                    help="family[:f], e.g. uniform:0.1 geometric machol-wien ties (default uniform:1 uniform:10 float); "

@@ -80,8 +80,11 @@ print(json.dumps(out))
 """
 
 
-def _fresh(code: str, *args) -> dict:
+def fresh(code: str, *args, env: dict | None = None) -> dict:
+    """Run ``code`` in a fresh interpreter (``args`` its argv, ``env`` added to the environment) and
+    return the JSON it prints."""
     done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          env=None if env is None else {**os.environ, **env},
                           timeout=600)
     if done.returncode:
         raise RuntimeError(f"a measured process failed: {done.stderr[-2000:]}")
@@ -109,13 +112,13 @@ def run(repeat: int = 20, loads=("idle", "busy"), out=None, echo=print, first_ca
     for load in loads:
         with busy_cores(load == "busy"):
             for limit in LIMITS:
-                first = [_fresh(_FIRST_CALLS, limit, seed, FIRST_N)
+                first = [fresh(_FIRST_CALLS, limit, seed, FIRST_N)
                          for seed in range(first_calls or max(3, repeat // 4))]
                 records.append({"kind": "dgs first call", "limit": limit, "n": FIRST_N,
                                 "over_ms": [r["over_ms"] for r in first]})
-            loaded = _fresh(_LOADED_CALLS, repeat, LOADED_N, *LIMITS)
+            loaded = fresh(_LOADED_CALLS, repeat, LOADED_N, *LIMITS)
             records += [{"kind": "dgs loaded", "limit": float(k), "n": LOADED_N, "over_ms": v} for k, v in loaded.items()]
-            team = _fresh(_THREAD_TEAM, repeat)
+            team = fresh(_THREAD_TEAM, repeat)
             records += [{"kind": f"{name}, {s} threads", "ms": t} for name, times in team.items() for s, t in times.items()]
         for r in records:
             r.setdefault("load", load)

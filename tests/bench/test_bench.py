@@ -35,3 +35,14 @@ def test_the_points_suite_runs_from_the_command(tmp_path, capsys):
     assert record["n"] == 300 and record["optimal"] and record["same_optimum"]
     assert record["phase_counts"]["pricing_rounds"] >= 1
     assert "| 300 | cpu |" in capsys.readouterr().out
+
+
+def test_the_first_calls_suite_times_fresh_processes(tmp_path):
+    from dlap.bench import first_calls
+
+    out = tmp_path / "f.jsonl"
+    records = first_calls.run(repeat=1, out=str(out), echo=lambda *a: None, paths=("batch",))
+    assert [(r["solver"], r["cache"]) for r in records] == [("dlap", "cached"), ("dlap", "empty"), ("scipy", "")]
+    assert all(len(r["first_s"]) == 1 and r["first_s"][0] > 0 for r in records)
+    assert len(out.read_text().splitlines()) == 3
+    assert first_calls.table(records).count("\n") == 4

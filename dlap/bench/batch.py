@@ -11,7 +11,6 @@ objectives) must equal scipy's: ``agrees`` in each JSON record.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
@@ -20,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .batch import solve_batch
+from ..batch import solve_batch
+from .records import Records
 
 #: (name, batch size, rows, columns, dtype); rows None: ragged, 0-100 targets against the columns
 BATCH_CASES = [
@@ -131,8 +131,7 @@ def run(names, repeat: int = 3, seed: int = 0, out=None, echo=print, cases=BATCH
         for _, solve, place in chosen:
             solve(place(small) if place else small)
     records = []
-    sink = open(out, "a") if out else None
-    try:
+    with Records(out) as sink:
         for case in cases:
             problems = batch(case, seed)
             reference = None
@@ -153,14 +152,9 @@ def run(names, repeat: int = 3, seed: int = 0, out=None, echo=print, cases=BATCH
                     "host": platform.node(), "threads": os.cpu_count(),
                 }
                 records.append(record)
-                if sink:
-                    sink.write(json.dumps(record) + "\n")
-                    sink.flush()
+                sink.write(record)
                 echo(f"{case[0]} {case[1]} x {case[2] or '0-100'} x {case[3]} {name}: {record['seconds']:.4f} s"
                      + ("" if record["agrees"] else "  <-- DISAGREES"))
-    finally:
-        if sink:
-            sink.close()
     return records
 
 

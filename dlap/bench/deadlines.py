@@ -16,11 +16,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 import subprocess
 import sys
 
 import numpy as np
+
+from .records import Records, machine
 
 #: the DGS deadlines measured, seconds
 LIMITS = (0.05, 0.1)
@@ -108,7 +109,7 @@ def run(repeat: int = 20, loads=("idle", "busy"), out=None, echo=print, first_ca
     """Every measurement under every load; records appended to ``out`` (a path) as JSON lines.
     ``first_calls``: fresh processes per deadline for the first call (default ``max(3, repeat // 4)``)."""
     records = []
-    machine = {"host": platform.node(), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version()}
+    host = machine()
     for load in loads:
         with busy_cores(load == "busy"):
             for limit in LIMITS:
@@ -122,11 +123,11 @@ def run(repeat: int = 20, loads=("idle", "busy"), out=None, echo=print, first_ca
             records += [{"kind": f"{name}, {s} threads", "ms": t} for name, times in team.items() for s, t in times.items()]
         for r in records:
             r.setdefault("load", load)
-            r.update(suite="deadlines", **machine)
+            r.update(suite="deadlines", **host)
         echo(f"{load}: done")
-    if out:
-        with open(out, "a") as f:
-            f.writelines(json.dumps(r) + "\n" for r in records)
+    with Records(out) as sink:
+        for record in records:
+            sink.write(record)
     return records
 
 

@@ -13,12 +13,12 @@ minimises distances between two point sets; ``uniform`` is integers in [0, n).
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 
 from .. import generate
 from ..api import solve
+from .records import Records
 
 #: family -> (generator(n, seed), maximize)
 DGS_FAMILIES = {
@@ -57,8 +57,7 @@ def run(sizes=None, families=None, device: str = "gpu", seed: int = 0, out=None,
             solve(warm, maximize=maximize, device=device, method="dgs", switching=switching)
     records = []
     largest = {}  # family -> (n, seconds) of the largest instance the exact solver solved
-    sink = open(out, "a") if out else None
-    try:
+    with Records(out) as sink:
         for name in families:
             make, maximize = DGS_FAMILIES[name]
             for n in sizes:
@@ -91,16 +90,11 @@ def run(sizes=None, families=None, device: str = "gpu", seed: int = 0, out=None,
                                   phase_seconds=dict(result.stats.phase_seconds),
                                   lower_bound=result.lower_bound)
                     records.append(record)
-                    if sink:
-                        sink.write(json.dumps(record) + "\n")
-                        sink.flush()
+                    sink.write(record)
                     label = solver if solver == "exact" else f"dgs-{switching}" + ("" if limit is None else f"@{limit * 1000:g}ms")
                     echo(f"{name} n={n} {label}: {seconds:.3f} s, objective {result.objective:.10g}, "
                          f"gap {_percent(record['gap'], 4)}")
                 del cost
-    finally:
-        if sink:
-            sink.close()
     return records
 
 

@@ -10,14 +10,12 @@ with an empty cache, so that the first call compiles them ("empty"; a folder of 
 
 from __future__ import annotations
 
-import json
-import os
-import platform
 import tempfile
 
 import numpy as np
 
 from .deadlines import fresh
+from .records import Records, machine
 
 PATHS = ("float", "geometric", "integer", "batch")
 
@@ -61,7 +59,7 @@ print(json.dumps({"import_s": imported, "first_s": times[0], "second_s": times[1
 def run(repeat: int = 3, out=None, echo=print, paths=PATHS) -> list[dict]:
     """Each of ``paths``, ``repeat`` fresh processes per solver and cache state (one with an empty
     cache: each compiles everything again); records appended to ``out`` (a path) as JSON lines."""
-    machine = {"host": platform.node(), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version()}
+    host = machine()
     records = []
     for path in paths:
         fresh(_CALLS, path, "dlap")  # the cache holds this path's kernels before the "cached" runs
@@ -73,13 +71,13 @@ def run(repeat: int = 3, out=None, echo=print, paths=PATHS) -> list[dict]:
                         found.append(fresh(_CALLS, path, solver, env={"NUMBA_CACHE_DIR": folder}))
                 else:
                     found.append(fresh(_CALLS, path, solver))
-            record = {"suite": "first-calls", "path": path, "solver": solver, "cache": cache, **machine}
+            record = {"suite": "first-calls", "path": path, "solver": solver, "cache": cache, **host}
             record.update({key: [f[key] for f in found] for key in ("import_s", "first_s", "second_s")})
             records.append(record)
             echo(f"{path} {solver} {cache}: first call {np.median(record['first_s']):.3f} s")
-    if out:
-        with open(out, "a") as f:
-            f.writelines(json.dumps(r) + "\n" for r in records)
+    with Records(out) as sink:
+        for record in records:
+            sink.write(record)
     return records
 
 

@@ -14,7 +14,6 @@ finish in a minute"); a peer slower than ``SLOW_SECONDS`` runs once instead of `
 
 from __future__ import annotations
 
-import json
 import platform
 import statistics
 import time
@@ -24,6 +23,7 @@ import numpy as np
 
 from .. import generate
 from ..api import solve
+from .records import Records
 
 #: HyLAC hybrid on one H200, host matrix in -> assignment out (docs/benchmarks.md, "Anchors"; measured
 #: 2026-11-21 by the project, one run each): the anchors the GPU benchmark compares with
@@ -217,8 +217,7 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
             solve(warm, method="scaling", device=device)
     records = []
     largest = {}  # (peer, family, f) -> (n, seconds) of the largest instance a CPU peer solved
-    sink = open(out, "a") if out else None
-    try:
+    with Records(out) as sink:
         for name, f, n in cases:
             cost = generate.family(name, n, f, seed=seed)
             maximize = name in generate.MAXIMIZE
@@ -251,16 +250,11 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
                     "certified": certified, "host": platform.node(),
                 }
                 records.append(record)
-                if sink:
-                    sink.write(json.dumps(record) + "\n")
-                    sink.flush()
+                sink.write(record)
                 echo(f"{name}{'' if f is None else f':{f:g}'} n={n} {_label(record)}: "
                      f"{record['seconds']:.3f} s, objective {objective}"
                      + ("" if record["agrees"] else "  <-- DISAGREES")
                      + ("  <-- NOT CERTIFIED" if certified is False else ""))
-    finally:
-        if sink:
-            sink.close()
     return records
 
 

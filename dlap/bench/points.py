@@ -22,6 +22,7 @@ import numpy as np
 from ..api import solve
 from ..points.costs import PointCosts
 from ..points.solve import solve_points
+from .records import Records
 
 POINTS_SIZES = [10000, 100000]
 #: verify() of the GPU's points scans every pair: up to this many
@@ -53,8 +54,7 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print):
     warm = _points(300, seed + 1, device)
     solve_points(*warm, device=device)  # compile every kernel before any timer starts
     records = []
-    sink = open(out, "a") if out else None
-    try:
+    with Records(out) as sink:
         for n in sizes:
             a, b = _points(n, seed, device)
             _synchronize(device)
@@ -88,12 +88,7 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print):
                 del matrix
             echo(json.dumps(record))
             records.append(record)
-            if sink:
-                sink.write(json.dumps(record) + "\n")
-                sink.flush()
-    finally:
-        if sink:
-            sink.close()
+            sink.write(record)
     return records
 
 

@@ -26,6 +26,13 @@ def test_the_batch_and_dgs_suites_run_from_the_command(tmp_path, capsys):
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert records and all(r["n"] == 60 for r in records)
     assert "| geometric" in capsys.readouterr().out
+    from dlap.bench import batch
+
+    small = [("small float32", 6, 8, 9, "float32"), ("ragged 0-100 targets", 3, None, 12, "float32")]
+    records = batch.run(["scipy-loop", "dlap-cpu"], repeat=1, out=str(tmp_path / "batch.jsonl"), echo=lambda *a: None,
+                        cases=small)
+    assert len(records) == 4 and all(r["agrees"] for r in records)
+    assert len((tmp_path / "batch.jsonl").read_text().splitlines()) == 4
 
 
 def test_the_points_suite_runs_from_the_command(tmp_path, capsys):

@@ -1,0 +1,33 @@
+"""The JSON lines a suite appends to ``--json``: one writer for all, and the machine a run was
+measured on."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+
+
+class Records:
+    """Appends each record to ``out`` (a path; None: nowhere) as one JSON line, flushed at once,
+    so that a run stopped midway keeps what it measured. A context manager."""
+
+    def __init__(self, out: str | None):
+        self._file = open(out, "a") if out else None
+
+    def write(self, record: dict) -> None:
+        if self._file:
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+
+    def __enter__(self) -> Records:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._file:
+            self._file.close()
+
+
+def machine() -> dict:
+    """The host, the cores this process may run on, and the Python version."""
+    return {"host": platform.node(), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version()}

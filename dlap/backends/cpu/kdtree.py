@@ -129,6 +129,17 @@ def _query_point(a, i, norms, metric):
     return x
 
 
+@njit(cache=True, inline="always")
+def _push_children(stack, bound, depth, first, second, first_bound, second_bound):
+    """Push a node's two children with their bounds, the one with the lower bound last (popped
+    first: the best-first descent of the queries); returns the new depth."""
+    if second_bound < first_bound:
+        first, second, first_bound, second_bound = second, first, second_bound, first_bound
+    stack[depth], bound[depth] = second, second_bound
+    stack[depth + 1], bound[depth + 1] = first, first_bound
+    return depth + 2
+
+
 @njit(cache=True, parallel=True)
 def nearest_columns(tree, a, b, na, nb, metric, p, sign, k, index, cost):
     """``index[i]``, ``cost[i]``: row i's ``k`` cheapest columns of ``b``, cheapest first (ties: the
@@ -157,13 +168,9 @@ def nearest_columns(tree, a, b, na, nb, metric, p, sign, k, index, cost):
                             insert_sorted(cost[i], index[i], k - 1, c, j)
                     continue
                 near, far = left[node], right[node]
-                lb_near = box_cost_bound(x, low, high, near, metric, p, sign)
-                lb_far = box_cost_bound(x, low, high, far, metric, p, sign)
-                if lb_far < lb_near:
-                    near, far, lb_near, lb_far = far, near, lb_far, lb_near
-                stack[depth], bound[depth] = far, lb_far
-                stack[depth + 1], bound[depth + 1] = near, lb_near
-                depth += 2
+                near_bound = box_cost_bound(x, low, high, near, metric, p, sign)
+                far_bound = box_cost_bound(x, low, high, far, metric, p, sign)
+                depth = _push_children(stack, bound, depth, near, far, near_bound, far_bound)
 
 
 @njit(cache=True)
@@ -252,13 +259,9 @@ def reduced_minima(tree, ceilings, a, b, na, nb, metric, p, sign, scale, w, low,
                                 best, best_error = r, e
                     continue
                 near, far = left[node], right[node]
-                lb_near = _reduced_bound(x, box_low, box_high, near, metric, p, sign, scale, ceilings)
-                lb_far = _reduced_bound(x, box_low, box_high, far, metric, p, sign, scale, ceilings)
-                if lb_far < lb_near:
-                    near, far, lb_near, lb_far = far, near, lb_far, lb_near
-                stack[depth], bound[depth] = far, lb_far
-                stack[depth + 1], bound[depth + 1] = near, lb_near
-                depth += 2
+                near_bound = _reduced_bound(x, box_low, box_high, near, metric, p, sign, scale, ceilings)
+                far_bound = _reduced_bound(x, box_low, box_high, far, metric, p, sign, scale, ceilings)
+                depth = _push_children(stack, bound, depth, near, far, near_bound, far_bound)
             low[i] = best
             error[i] = best_error if np.isfinite(best) else 0.0
 

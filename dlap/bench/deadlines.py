@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from .records import Records, machine
+from .records import append, machine
 
 #: the DGS deadlines measured, seconds
 LIMITS = (0.05, 0.1)
@@ -125,9 +125,7 @@ def run(repeat: int = 20, loads=("idle", "busy"), out=None, echo=print, first_ca
             r.setdefault("load", load)
             r.update(suite="deadlines", **host)
         echo(f"{load}: done")
-    with Records(out) as sink:
-        for record in records:
-            sink.write(record)
+    append(out, records)
     return records
 
 

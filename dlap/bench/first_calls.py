@@ -15,7 +15,7 @@ import tempfile
 import numpy as np
 
 from .deadlines import fresh
-from .records import Records, machine
+from .records import append, machine
 
 PATHS = ("float", "geometric", "integer", "batch")
 
@@ -75,9 +75,7 @@ def run(repeat: int = 3, out=None, echo=print, paths=PATHS) -> list[dict]:
             record.update({key: [f[key] for f in found] for key in ("import_s", "first_s", "second_s")})
             records.append(record)
             echo(f"{path} {solver} {cache}: first call {np.median(record['first_s']):.3f} s")
-    with Records(out) as sink:
-        for record in records:
-            sink.write(record)
+    append(out, records)
     return records
 
 

@@ -28,6 +28,13 @@ class Records:
             self._file.close()
 
 
+def append(out: str | None, records: list[dict]) -> None:
+    """Append ``records`` to ``out`` at once (a suite that has them all only at its end)."""
+    with Records(out) as sink:
+        for record in records:
+            sink.write(record)
+
+
 def machine() -> dict:
     """The host, the cores this process may run on, and the Python version."""
     return {"host": platform.node(), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version()}

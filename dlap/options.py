@@ -12,7 +12,6 @@ Start = Literal["greedy", "random"]
 Switching = Literal["parallel", "sequential"]
 
 
-
 class SolveOptions(TypedDict, total=False):
     """:func:`dlap.solve`'s options, as :func:`dlap.linear_sum_assignment` passes them on."""
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .options import Device
+from .options import DEVICES, INITS, METHODS, ROOTS, STARTS, SWITCHINGS, Device, check_choice
 
 #: the matrix dtypes a solver reads (:func:`dlap.problem.working_dtype`), widest first
 WORKING_DTYPES = ("float64", "int64", "float32", "int32")
@@ -37,7 +37,6 @@ def _matrix_paths(device: str, dtype) -> list[tuple[str, Callable[[], object]]]:
     from .api import solve
     from .batch import solve_batch
     from .dgs.loading import load_dgs_kernels
-    from .options import INITS, METHODS, ROOTS, STARTS, SWITCHINGS
 
     def solved(cost, **options):
         return lambda: solve(cost, device=device, **options).verify(cost)
@@ -84,7 +83,6 @@ def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None) -
     "gpu", or "auto": the CPU, and the GPU too when one is visible); returns the seconds taken.
     ``echo`` receives a line per path."""
     from .device import gpu_available
-    from .options import DEVICES, check_choice
 
     check_choice("device", device, DEVICES)
     devices = ["cpu", "gpu"] if device == "auto" and gpu_available() else ["cpu" if device == "auto" else device]

@@ -8,8 +8,8 @@
 
 While the suite runs, ``dlap warmup`` compiles the CPU kernels into Numba's disk cache in a second
 process (``DLAP_TEST_WARMUP=0`` turns it off): on an empty cache the suite's own first calls
-would compile them one after the other on one core (about 140 of a fresh clone's 440 s on the
-2-core CI machine), each then loaded from the cache by whichever process needs it first.
+would compile them one after the other on one core; this way another core compiles them too, and
+each is loaded from the cache by whichever process needs it first.
 """
 
 import importlib.util
@@ -45,8 +45,7 @@ def pytest_collection_modifyitems(config, items):
     # the tests that start other processes (the command, examples, notebooks, benchmarks) after
     # those that solve in this one, and those that start Dask workers last: by then the warm-up
     # (and the tests before) have compiled the CPU kernels into Numba's cache, which those
-    # processes load instead of each compiling them again (a fresh clone compiles everything:
-    # 180 s of the suite's 458 were the Dask engine's tests when they ran first)
+    # processes load instead of each compiling them again (a fresh clone compiles everything)
     items.sort(key=lambda item: (item.get_closest_marker("distributed") is not None,
                                  item.nodeid.startswith(SPAWNING)))
 

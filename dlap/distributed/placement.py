@@ -232,6 +232,7 @@ def chunk_pieces(client, source: Source, region, pin: dict) -> list[Piece]:
     delayed = source.array.to_delayed()
     graph = dict(delayed.flat[0].dask)  # the one optimised graph every chunk's Delayed shares
     edges = chunk_edges(source)
+    largest_graph = graph_limit()
     pieces = []
     for (i, j), (rows, cols) in _chunks_within(source, region):
         shape = (edges[0][i + 1] - edges[0][i], edges[1][j + 1] - edges[1][j])
@@ -244,7 +245,7 @@ def chunk_pieces(client, source: Source, region, pin: dict) -> list[Piece]:
         sent = 0 if culled is None else sizeof(culled)
         local = None if whole else _in_chunk(edges, i, j, rows, cols)
         nbytes = shape[0] * shape[1] * source.dtype.itemsize
-        if sent > graph_limit():  # a chunk of an in-memory array larger than a graph should carry
+        if sent > largest_graph:  # a chunk of an in-memory array larger than a graph should carry
             make = functools.partial(_scatter, client, chunk, pin["workers"])
             pieces.append(Piece(make, (slice(*rows), slice(*cols)), nbytes, local))
         else:

@@ -42,16 +42,6 @@ METHODS = tuple(SPLIT_AXIS)
 POLL = 0.25
 #: seconds between the client's looks at the ranks' futures (local state)
 TICK = 0.005
-# dask.config dlap.auto.one-rank-memory-share (dlap.yaml): method="auto" solves on one rank where
-# the matrix and placement's pieces on their way take at most this share of what the worker has:
-# on a GPU worker of its GPU's free memory (CuPy's cached blocks included; the rest holds the
-# solver's state: vectors of n, the zero-slack graph), on a CPU worker of its memory limit (or of
-# the host's memory), below distributed's thresholds for spilling (60%) and pausing (80%).
-# dlap.auto.split-min-entries: method="auto" splits an integer matrix of at least this many entries
-# over the GPU workers (classical variant, row slabs) even where it fits one of them: the dual
-# updates' theta pass, most of one GPU's time at that size, is shared out, and each rank makes or
-# reads only its own slab. The default (80000 x 80000) lies between the largest size where a split
-# lost to one GPU and the smallest where every split won (docs/benchmarks.md, "Dask engine").
 
 
 class WorkerLostError(RuntimeError):

@@ -217,13 +217,6 @@ class Lease:
         self.client.loop.add_callback(self.callback.stop)
 
 
-def lease_seconds() -> float:
-    """The lease of a solve: dask.config ``dlap.solve-lease`` (dlap.yaml)."""
-    from .. import config
-
-    return config.seconds("solve-lease")
-
-
 def state(client, solve_id: str) -> str | None:
     """:meth:`SolveRegistry.state` of a solve, asked of the client's scheduler."""
     return client.sync(client.scheduler.dlap_solve_state, solve_id=solve_id)
@@ -238,7 +231,9 @@ def acquire(lock, lease: Lease) -> None:
 
 def begin(client, solve_id: str, lock, abort_event: str, workers, method: str, shape) -> Lease:
     """Record the solve on the scheduler, on a lease its client renews until :func:`end`."""
-    seconds = lease_seconds()
+    from .. import config
+
+    seconds = config.seconds("solve-lease")  # dask.config dlap.solve-lease
     client.sync(client.scheduler.dlap_solve_begin, solve_id=solve_id, client=client.id, lock_id=lock.id,
                 abort_event=abort_event, workers=list(workers), method=method, shape=list(shape), lease=seconds)
     return Lease(client, solve_id, seconds)

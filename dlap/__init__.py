@@ -8,6 +8,7 @@ from .batch import BatchResult, solve_batch
 from .dgs.loading import load_dgs_kernels
 from .points import solve_points
 from .problem import InfeasibleError
+from .progress import SolveProgress
 from .result import Assignment, Certificate, Stats
 from .threads import get_num_threads, set_num_threads
 
@@ -18,6 +19,7 @@ __all__ = [
     "BatchResult",
     "Certificate",
     "InfeasibleError",
+    "SolveProgress",
     "Stats",
     "get_num_threads",
     "linear_sum_assignment",

@@ -32,6 +32,7 @@ from .options import (
     check_choice,
 )
 from .problem import Problem, prepare, unscaled, unscaled_duals
+from .progress import ProgressBar
 from .result import Assignment, MatrixReference, Stats, caller_duals
 
 
@@ -117,8 +118,10 @@ def solve(
         Tree variant only: grow trees from all free rows per iteration (the paper's parallel
         search), from one, or all while many rows are free and one after (``"auto"``).
     progress : callable or bool, optional
-        ``callback(matched_rows, total_rows)`` called during the solve, or True for a progress bar
-        that appears when the solve takes more than a second (exact methods).
+        ``callback(update)`` called during the solve with a :class:`dlap.SolveProgress` (the
+        estimated share of the work done, the stage, matched rows, elapsed seconds, an ETA), at
+        most ten times a second and once at the end; or True for a progress bar that appears
+        when the solve takes more than a second (exact methods).
     time_limit : float, optional
         ``method="dgs"`` only: seconds from the call after which DGS stops and returns the best
         assignment so far (always full and valid; the start assignment is always completed).
@@ -243,7 +246,7 @@ def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress)
     from .hungarian import device_variant, run_method
 
     state = backend.allocate(problem)
-    with _progress_bar(progress, problem.n_rows) as callback:
+    with ProgressBar(progress) as callback:
         run_method(backend, state, stats, method, variant=device_variant(backend, problem.matrix),
                    init="jv" if init == "auto" else init, roots=roots, progress=callback)
     if problem.on_device:
@@ -294,29 +297,6 @@ def _start_is_the_answer(problem: Problem, stats: Stats, reached: bool, *arrays)
     import cupy
 
     return tuple(cupy.asarray(a) for a in arrays)
-
-
-class _progress_bar:
-    """``progress=True``: a tqdm bar shown once the solve has run for a second."""
-
-    def __init__(self, progress, total: int):
-        self.progress, self.total, self.bar = progress, total, None
-
-    def __enter__(self):
-        if self.progress is True:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=self.total, delay=1.0, unit="row", desc="dlap solve", leave=False)
-            return self._update
-        return self.progress or None
-
-    def _update(self, matched: int, total: int) -> None:
-        self.bar.update(matched - self.bar.n)  # update() honours the one-second delay
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.close()
-        return False
 
 
 def _assignment(problem: Problem, row_match, u, v, stats: Stats, reference: MatrixReference) -> Assignment:

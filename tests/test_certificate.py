@@ -64,9 +64,9 @@ def test_stats_report_the_papers_table_2_and_fig_3():
 
 def test_progress_callback_reaches_all_rows():
     seen = []
-    dlap.solve(generate.uniform(200, 1.0), progress=lambda done, total: seen.append((done, total)))
-    assert seen[-1] == (200, 200)
-    assert all(total == 200 for _, total in seen)
+    dlap.solve(generate.uniform(200, 1.0), progress=seen.append)
+    assert (seen[-1].matched, seen[-1].total, seen[-1].fraction) == (200, 200, 1.0)
+    assert all(update.total == 200 for update in seen)
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])

@@ -15,7 +15,7 @@ from dlap import generate, threads
 
 def _threads_seen_during(cost, **options) -> set:
     seen = set()
-    dlap.solve(cost, device="cpu", progress=lambda matched, total: seen.add(numba.get_num_threads()), **options)
+    dlap.solve(cost, device="cpu", progress=lambda update: seen.add(numba.get_num_threads()), **options)
     return seen
 
 

@@ -1,8 +1,11 @@
 """``dlap warmup``: after it, no solve of the CPU's public paths compiles a kernel."""
 
+import sys
+
 import numpy as np
 import pytest
 from numba.core import event
+from numba.core.dispatcher import Dispatcher
 
 import dlap
 from dlap import cli, generate
@@ -39,6 +42,24 @@ def _calls():
     yield "points, 12-D, float32", lambda: dlap.solve_points(rng.random((200, 12), dtype=np.float32),
                                                              rng.random((150, 12), dtype=np.float32), device="cpu")
     yield "points, cityblock", lambda: dlap.solve_points(b, a, "cityblock", device="cpu")
+    side = 1030  # above dlap.threads.SERIAL_MAX_ENTRIES: the kernels' thread-team twins
+    yield "uniform, thread team", lambda: dlap.solve(generate.uniform(side, 1.0, seed=3), device="cpu")
+    yield "geometric, thread team", lambda: dlap.solve(generate.geometric(side, seed=3), device="cpu")
+    wide = 1500  # above dlap.backends.cpu.backend.NARROW_MIN_ENTRIES: the ε-phases' half-width copy
+    yield "int64 geometric, half-width copy", lambda: dlap.solve(
+        np.rint(generate.geometric(wide, seed=4) * 1e6).astype(np.int64), method="scaling", device="cpu")
+
+
+def _versions() -> dict:
+    """How many versions each of dlap's CPU kernels holds in this process (compiled, or loaded
+    from the disk cache, which raises no compile event)."""
+    found = {}
+    for module in [m for name, m in sys.modules.items() if name.startswith("dlap.backends.cpu.")]:
+        for kernel in vars(module).values():
+            for twin in (kernel, getattr(kernel, "serial", None), getattr(kernel, "parallel", None)):
+                if isinstance(twin, Dispatcher):
+                    found[twin.py_func.__qualname__] = len(twin.signatures)
+    return found
 
 
 def test_after_warmup_the_public_cpu_paths_compile_nothing():
@@ -47,9 +68,11 @@ def test_after_warmup_the_public_cpu_paths_compile_nothing():
     event.register("numba:compile", compiles)
     try:
         for name, call in _calls():
-            before = len(compiles.kernels)
+            before, versions = len(compiles.kernels), _versions()
             call()
             assert len(compiles.kernels) == before, f"{name} compiled {compiles.kernels[before:]}"
+            added = {kernel for kernel, count in _versions().items() if count != versions.get(kernel, 0)}
+            assert not added, f"{name} loaded versions of {added} that the warm-up did not"
     finally:
         event.unregister("numba:compile", compiles)
 

@@ -189,16 +189,16 @@ class Backend(ABC):
         rounding only changes the prices the exact phase starts from, never its answer. None
         where the matrix is already narrow, a finite entry would not fit (float64 beyond
         float32's range), the copy would not fit in free memory twice over, or the backend makes
-        no copy (:meth:`narrow_copy`; the GPU's searches wait on latency, not on memory: with the
-        copy they took 1.1x to 2x longer)."""
+        no copy of this matrix (:meth:`narrow_copy`; the GPU's searches wait on latency, not on
+        memory: with the copy they took 1.1x to 2x longer)."""
         narrow = NARROWER.get(np.dtype(state.cost.dtype))
         copy = None if narrow is None else self.narrow_copy(state.cost, narrow)
         return None if copy is None else dataclasses.replace(state, cost=copy)
 
     def narrow_copy(self, cost, dtype):
         """``cost`` in ``dtype`` (see :meth:`narrowed`), or None where a finite entry does not fit,
-        the copy would not fit in free memory twice over, or the backend makes no copy (the
-        default)."""
+        the copy would not fit in free memory twice over, or the backend makes no copy of it (the
+        default: none; the CPU's: none of a small matrix)."""
         return None
 
     def empty_assignment(self, state: HungarianState) -> None:

@@ -4,8 +4,10 @@ For each path of ``method="auto"`` on the CPU (float, geometric and integer matr
 1000, a batch of 200 problems of 32 x 32), a fresh interpreter imports the solver, makes the
 first call and a second one (each timed): dlap with its kernels in the disk cache ("cached"), and
 with an empty cache, so that the first call compiles them ("empty"; a folder of its own through
-``NUMBA_CACHE_DIR``), and scipy's ``linear_sum_assignment`` (a loop over the batch). Records:
-``{"suite": "first-calls", "path", "solver", "cache", "import_s", "first_s", "second_s"}``.
+``NUMBA_CACHE_DIR``), and scipy's ``linear_sum_assignment`` (a loop over the batch); dlap's
+processes also time Numba's compilations (its ``numba:compile`` events, nested ones counted once).
+Records: ``{"suite": "first-calls", "path", "solver", "cache", "import_s", "first_s", "second_s",
+"compile_s"}``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,22 @@ if solver == "scipy":
 else:
     from dlap import linear_sum_assignment, solve_batch
 imported = time.perf_counter() - started
+compiling = [0, 0.0, 0.0]  # open compile events, seconds compiled, when the outermost began
+if solver == "dlap":
+    from numba.core import event
+
+    class Compiles(event.Listener):
+        def on_start(self, ev):
+            if not compiling[0]:
+                compiling[2] = time.perf_counter()
+            compiling[0] += 1
+
+        def on_end(self, ev):
+            compiling[0] -= 1
+            if not compiling[0]:
+                compiling[1] += time.perf_counter() - compiling[2]
+
+    event.register("numba:compile", Compiles())
 rng = np.random.default_rng(0)
 if path == "float":
     cost = rng.random((1000, 1000))
@@ -52,7 +70,7 @@ for _ in range(2):
     started = time.perf_counter()
     call()
     times.append(time.perf_counter() - started)
-print(json.dumps({"import_s": imported, "first_s": times[0], "second_s": times[1]}))
+print(json.dumps({"import_s": imported, "first_s": times[0], "second_s": times[1], "compile_s": compiling[1]}))
 """
 
 
@@ -72,7 +90,7 @@ def run(repeat: int = 3, out=None, echo=print, paths=PATHS) -> list[dict]:
                 else:
                     found.append(fresh(_CALLS, path, solver))
             record = {"suite": "first-calls", "path": path, "solver": solver, "cache": cache, **host}
-            record.update({key: [f[key] for f in found] for key in ("import_s", "first_s", "second_s")})
+            record.update({key: [f[key] for f in found] for key in ("import_s", "first_s", "second_s", "compile_s")})
             records.append(record)
             echo(f"{path} {solver} {cache}: first call {np.median(record['first_s']):.3f} s")
     append(out, records)
@@ -80,8 +98,8 @@ def run(repeat: int = 3, out=None, echo=print, paths=PATHS) -> list[dict]:
 
 
 def table(records) -> str:
-    """Medians of the import, the first call and the second call, and against scipy's: the first
-    call, and the import with the first call."""
+    """Medians of the import, the first call (and its compilations) and the second call, and
+    against scipy's: the first call, and the import with the first call."""
     def first(r):
         return float(np.median(r["first_s"]))
 
@@ -89,11 +107,13 @@ def table(records) -> str:
         return float(np.median(np.add(r["import_s"], r["first_s"])))
 
     scipy = {r["path"]: r for r in records if r["solver"] == "scipy"}
-    lines = ["| path | solver | cache | runs | import s | first call s | second call s | first call / scipy's "
-             "| import + first call / scipy's |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| path | solver | cache | runs | import s | first call s | of which compiling s | second call s "
+             "| first call / scipy's | import + first call / scipy's |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         theirs = scipy.get(r["path"]) if r["solver"] != "scipy" else None
         ratios = (f"{first(r) / first(theirs):.1f}x | {start(r) / start(theirs):.1f}x" if theirs else " | ")
+        compiled = f"{np.median(r['compile_s']):.2f}" if r["solver"] != "scipy" else ""
         lines.append(f"| {r['path']} | {r['solver']} | {r['cache']} | {len(r['first_s'])} | "
-                     f"{np.median(r['import_s']):.3f} | {first(r):.3f} | {np.median(r['second_s']):.4f} | {ratios} |")
+                     f"{np.median(r['import_s']):.3f} | {first(r):.3f} | {compiled} | {np.median(r['second_s']):.4f} "
+                     f"| {ratios} |")
     return "\n".join(lines)

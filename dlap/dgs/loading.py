@@ -121,14 +121,16 @@ def _tiny_solve(device: str, matrix, switching: str) -> None:
 
 
 def _start_thread_team(tiny: np.ndarray) -> None:
-    """Start Numba's thread team: the tiny solves ran on one thread, and a first parallel region
-    that starts it takes up to 0.1 s on a busy machine (a large solve runs on the team)."""
-    from ..backends.cpu.dgs import transpose
-    from ..backends.cpu.numba_setup import read_only
+    """The kernels a thread team runs, and the team itself: the tiny solves ran on one thread
+    (serial twins), and a first parallel region that starts the team takes up to 0.1 s on a busy
+    machine (a large solve runs on the team)."""
+    from ..backends.cpu import dgs
+    from ..backends.cpu.numba_setup import compile_team_twins, read_only
     from ..threads import SERIAL_MAX_ENTRIES, solve_threads
 
+    compile_team_twins(dgs.__name__)
     with solve_threads(SERIAL_MAX_ENTRIES):
-        transpose(read_only(tiny), np.empty(tiny.shape[::-1], dtype=tiny.dtype))
+        dgs.transpose(read_only(tiny), np.empty(tiny.shape[::-1], dtype=tiny.dtype))
 
 
 class _Loader:

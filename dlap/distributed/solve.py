@@ -120,7 +120,8 @@ def solve(
         ``workers``. Without ``workers``, a persisted dask array's ranks go to the workers that
         already hold most of their slabs (``stats.phase_counts["placement_moved_bytes"]`` says
         what still had to move).
-    progress : True for a progress bar, or ``callback(matched, total)``.
+    progress : True for a progress bar, or ``callback(update)`` receiving a :class:`dlap.SolveProgress`
+        (rank 0's estimate of the share of the work done, its stage, matched rows, an ETA).
     device : {"auto", "cpu", "gpu"}
         ``"auto"``: the GPUs where every rank's worker sees one, else the CPUs (a local cluster
         started here is a ``LocalCUDACluster`` where GPUs are visible). ``"cpu"``: NumPy slabs and
@@ -221,7 +222,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
             for slab, spec, w in zip(slabs, specs, workers, strict=True)
         ]
         del slabs
-        with watch(client, topic, progress, shape[0]):
+        with watch(client, topic, progress):
             _wait(client, futures, workers, abort, solve_id=solve_id)
         results = client.gather(futures)
         gathered = time.time()

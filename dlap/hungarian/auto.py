@@ -24,11 +24,12 @@ Rectangular matrices stay with the variants: the extra columns absorb the confli
 
 from __future__ import annotations
 
+from ..progress import Progress
 from ..result import Stats
 from ..timing import PhaseTimer
 from .classical import run_classical
 from .hybrid import run_hybrid
-from .phases import Progress, initialise
+from .phases import initialise
 from .scaling import solve_scaling
 from .tree import run_tree
 
@@ -104,6 +105,7 @@ def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", 
         run_tree(backend, state, stats, phase, report, roots)
     if report.stopped:
         stats.phase_counts["handover_iteration"] = stats.iterations
-        solve_scaling(backend, state, stats, progress, roots)
+        report.policy = None  # asked once: ε-scaling's phases share what is left of the bar
+        solve_scaling(backend, state, stats, report, roots)
         return
     report(0, final=True)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 from ..problem import InfeasibleError
+from ..progress import Progress
 from ..result import Stats
 from ..timing import PhaseTimer
 
@@ -38,7 +37,7 @@ def drive(backend, state, stats: Stats, method: str, init: str, progress, run) -
     stats.method = method
     phase = PhaseTimer(stats, backend, state)
     initialise(backend, state, init, stats, phase)
-    report = Progress(progress, state.n_rows)
+    report = Progress.of(progress, state.n_rows)
     run(backend, state, stats, phase, report)
     report(0, final=True)
 
@@ -47,7 +46,7 @@ def check(backend, state, phase: PhaseTimer, report) -> int:
     """Optimality check (section 4.2): the number of free rows, reported to the progress hook."""
     with phase("optimality_check"):
         n_free = backend.optimality_check(state)
-    report(n_free)
+    report.check(n_free)
     return n_free
 
 
@@ -60,24 +59,3 @@ def augment_paths(backend, state, stats: Stats, phase: PhaseTimer) -> None:
     with phase("augment"):
         backend.augment(state)
     stats.paths_per_iteration.append(n_paths)
-
-
-class Progress:
-    """Calls ``callback(matched, total)`` after augmentations, at most every ``interval`` s, and
-    asks ``policy(n_free)`` after every optimality check whether the variant should stop
-    (``method="auto"``'s hand-over to ε-scaling): the variants' loops end once ``stopped``."""
-
-    def __init__(self, callback, total: int, interval: float = 0.1, policy=None):
-        self.callback, self.total, self.interval, self.policy = callback, total, interval, policy
-        self.stopped = False
-        self._last = time.perf_counter()
-
-    def __call__(self, n_free: int, final: bool = False) -> None:
-        if self.policy is not None and not final:
-            self.stopped = self.policy(n_free)
-        if self.callback is None:
-            return
-        now = time.perf_counter()
-        if final or now - self._last >= self.interval:
-            self._last = now
-            self.callback(self.total - n_free, self.total)

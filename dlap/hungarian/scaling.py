@@ -52,9 +52,10 @@ import numpy as np
 
 from ..device import array_module
 from ..problem import InfeasibleError
+from ..progress import Progress
 from ..result import Stats
 from ..timing import PhaseTimer
-from .phases import Progress, drive
+from .phases import drive
 from .tree import run_tree
 
 #: θ: ε is divided by this between ε-phases. With rounds of bids a phase's cost is mostly its
@@ -165,9 +166,12 @@ def exact_phase(backend, state, counts: dict, keep: bool) -> bool:
     return True
 
 
-def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
-    """Steps 1-3 on ``state``: leaves the optimal assignment and its duals."""
+def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer, report: Progress) -> None:
+    """Steps 1-3 on ``state``: leaves the optimal assignment and its duals. ``report`` hears of
+    each phase, an equal part of what is left of the solve once the schedule is known."""
     counted = backend.counters(state)  # what a variant counted before a hand-over
+    report.stage("price initialisation", hi=report.fraction)
+    report(state.n_rows, share=0.0)
     with phase("price_initialisation"):
         excess = backend.price_initialisation(state)
     if excess is None:
@@ -180,7 +184,14 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
         with phase("narrow_copy"):
             rough = backend.narrowed(state)  # the ε-phases' half-width copy of the matrix
         stats.phase_counts["scaling_narrowed"] = int(rough is not None)
+    start, parts = report.fraction, len(schedule) + 1
+
+    def next_part(k: int, name: str) -> None:
+        report.stage(name, start + (1 - start) * k / parts, start + (1 - start) * (k + 1) / parts)
+        report(state.n_rows, share=0.0)
+
     for k, eps in enumerate(schedule):
+        next_part(k, f"ε-phase {k + 1} of {len(schedule)}")
         with phase("scaling_phase"):
             # alternate the row order: the rows that came last in one phase come first in the next
             feasible = scaling_phase(backend, state if rough is None else rough, eps, k % 2 == 0,
@@ -188,6 +199,7 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer) -> None:
         if not feasible:
             raise InfeasibleError()
     del rough  # the copy's memory, back before the exact phase
+    next_part(len(schedule), "exact phase")
     with phase("exact_phase"):
         feasible = exact_phase(backend, state, stats.phase_counts, keep=excess == 0)
     if not feasible:
@@ -218,16 +230,17 @@ def proves_itself(backend, state) -> bool:
 def solve_scaling(backend, state, stats: Stats, progress=None, roots: str = "auto") -> None:
     """Run the ε-scaling engine to optimality on ``state`` (mutated in place); for float costs
     whose answer does not prove itself, the tree variant (with ``roots``) from JV initialisation.
-    Progress is reported when the solve ends (every phase reassigns all rows, so no count of
-    matched rows grows during it)."""
+    ``progress``: a callback, or the :class:`~dlap.progress.Progress` of a solve handed over."""
     stats.method = "scaling"
     stats.init = "prices"
-    scaling_iterations(backend, state, stats, PhaseTimer(stats, backend, state))
+    report = Progress.of(progress, state.n_rows)
+    scaling_iterations(backend, state, stats, PhaseTimer(stats, backend, state), report)
     if state.cost.dtype.kind == "f" and not proves_itself(backend, state):
         stats.phase_counts["scaling_imprecise"] = 1
         state.row_match.fill(-1)
         state.col_match.fill(-1)
         state.v.fill(0.0)  # JV's start: a rectangular matrix keeps these prices (found by hypothesis)
-        drive(backend, state, stats, "tree", "jv", progress, lambda *args: run_tree(*args, roots))
+        report.stage("searches (tree variant)")
+        drive(backend, state, stats, "tree", "jv", report, lambda *args: run_tree(*args, roots))
         return
-    Progress(progress, state.n_rows)(0, final=True)
+    report(0, final=True)

@@ -9,6 +9,7 @@ import numpy as np
 from ..arrays import adopt
 from ..device import device_for, is_device_array, to_host
 from ..options import DEVICES, Device, check_choice
+from ..progress import ProgressBar
 from ..result import Assignment, Stats
 from .metrics import Metric, check_metric, check_points
 
@@ -27,7 +28,7 @@ class CostsReference:
 
 
 def solve_points(a, b, metric: Metric = "euclidean", *, p: float | None = None, maximize: bool = False,
-                 device: Device = "auto", candidates: int | None = None) -> Assignment:
+                 device: Device = "auto", candidates: int | None = None, progress=None) -> Assignment:
     """Assign the points of ``a`` to those of ``b`` at the least total distance, exactly, without
     forming the ``n x m`` matrix of their distances.
 
@@ -50,6 +51,9 @@ def solve_points(a, b, metric: Metric = "euclidean", *, p: float | None = None, 
     candidates : int, optional
         Each row's nearest columns the first core holds (default
         :data:`dlap.points.core.DEFAULT_CANDIDATES`); pricing adds whatever the optimum needs.
+    progress : callable or bool, optional
+        ``callback(update)`` with a :class:`dlap.SolveProgress` at each stage (candidates, the
+        core solve, each pricing round), or True for a progress bar after a second.
 
     Returns
     -------
@@ -98,10 +102,10 @@ def solve_points(a, b, metric: Metric = "euclidean", *, p: float | None = None, 
         total = 0.0
     else:
         sign = -1.0 if maximize else 1.0
-        with solve_threads(n * m) as threads:
+        with solve_threads(n * m) as threads, ProgressBar(progress, "dlap solve_points") as callback:
             stats.threads = threads
             solution = solve_core(kernels, rows_side.a, rows_side.b, rows_side.a_norms, rows_side.b_norms,
-                                  metric, exponent, sign, stats, candidates)
+                                  metric, exponent, sign, stats, candidates, callback)
         k = min(n, m)
         short, long_ = np.arange(k, dtype=np.int64), solution.col4row
         row_ind, col_ind = (long_, short) if transposed else (short, long_)

@@ -51,5 +51,7 @@ def test_the_first_calls_suite_times_fresh_processes(tmp_path):
     records = first_calls.run(repeat=1, out=str(out), echo=lambda *a: None, paths=("batch",))
     assert [(r["solver"], r["cache"]) for r in records] == [("dlap", "cached"), ("dlap", "empty"), ("scipy", "")]
     assert all(len(r["first_s"]) == 1 and r["first_s"][0] > 0 for r in records)
+    cached, empty, _ = (r["compile_s"][0] for r in records)
+    assert 0 < empty < records[1]["first_s"][0] and cached < empty  # an empty cache compiles
     assert len(out.read_text().splitlines()) == 3
     assert first_calls.table(records).count("\n") == 4

@@ -19,10 +19,14 @@ distributed = pytest.importorskip("distributed")
 pytest.importorskip("bokeh")
 
 import dlap.distributed as dd  # noqa: E402
-from dlap.generate import uniform_dask  # noqa: E402
+from dlap.distributed.scheduler import dashboard  # noqa: E402
+from dlap.generate import geometric_dask, uniform_dask  # noqa: E402
 
 N = 8000  # the tree variant on two CPU workers: about 3 s of solve on a 2-core machine
+SCALING_N = 1200  # ε-scaling split over two CPU workers: about 4 s
 
+#: a column's place in the page's rows
+COLUMN = {key: k for k, (key, _) in enumerate(dashboard.COLUMNS)}
 #: the page's table rows as lists of cell texts (Bokeh renders into shadow roots)
 ROWS_JS = """
 function rows(root) {
@@ -42,9 +46,12 @@ def client():
             yield client
 
 
-def solve_in_background(client):
-    cost = uniform_dask(N, 10, seed=9, chunks=(N, N // 2 + 1))  # generated on the workers
-    thread = threading.Thread(target=dd.solve, args=(cost, client), kwargs={"method": "tree"})
+def solve_in_background(client, method="tree"):
+    if method == "tree":
+        cost = uniform_dask(N, 10, seed=9, chunks=(N, N // 2 + 1))  # generated on the workers
+    else:  # a column split: every step of a search is a collective (about 4 s here)
+        cost = geometric_dask(SCALING_N, seed=3, chunks=(SCALING_N, SCALING_N // 2 + 1))
+    thread = threading.Thread(target=dd.solve, args=(cost, client), kwargs={"method": method})
     thread.start()
     return thread
 
@@ -80,9 +87,26 @@ def test_the_registry_follows_a_solve_and_the_page_is_served(client):
     assert all(row["method"] == "tree" and row["ranks"] == 2 and row["total"] == N for row in seen)
     last = next(r for r in registry_rows(client) if r["solve"] == solve)
     assert last["state"] == "done" and last["matched"] == N and last["collectives"] > 0 and last["bytes_sent"] > 0
-    assert "forward_pass" in last["phase_seconds"]
+    assert "forward_pass" in last["phase_seconds"] and last["done"] == "100%" and last["eta"] == ""
     page = urllib.request.urlopen(client.dashboard_link.replace("/status", "/dlap"))
     assert page.status == 200 and "bokeh" in page.read().decode()
+
+
+def test_a_split_epsilon_scaling_solve_advances_phase_by_phase(client):
+    """Its rows are matched again in every phase, so the page follows the estimate of the work
+    done (dlap.progress): it advances through the ε-phases while matched rows rise and fall."""
+    thread = solve_in_background(client, "scaling")
+    solve = running(client)
+    seen = []
+    while thread.is_alive():
+        seen += [r for r in registry_rows(client) if r["solve"] == solve and r["state"] == "running"]
+        time.sleep(0.1)
+    thread.join()
+    done = [int(row["done"].rstrip("%")) for row in seen]
+    assert len(set(done)) >= 3 and done == sorted(done), done
+    assert any(row["stage"].startswith("ε-phase") for row in seen) and any(row["eta"] for row in seen)
+    last = next(r for r in registry_rows(client) if r["solve"] == solve)
+    assert last["state"] == "done" and last["done"] == "100%" and last["matched"] == SCALING_N
 
 
 def _browser():
@@ -108,7 +132,7 @@ def test_the_page_shows_progress_in_a_real_browser(client, tmp_path):
         shown = []
         while thread.is_alive():
             rows = [r for r in browser.execute_script(ROWS_JS) if r and r[0] == solve and r[1] == "running"]
-            shown += [int(rows[0][6])] if rows else []  # its matched rows, as the page shows them
+            shown += [int(rows[0][COLUMN["matched"]])] if rows else []  # its matched rows, as the page shows them
             if len(set(shown)) == 2 and os.environ.get("DLAP_DASHBOARD_SCREENSHOT"):
                 browser.save_screenshot(os.environ["DLAP_DASHBOARD_SCREENSHOT"].replace(".png", "-running.png"))
             time.sleep(0.3)
@@ -119,4 +143,5 @@ def test_the_page_shows_progress_in_a_real_browser(client, tmp_path):
     finally:
         browser.quit()
     assert len(set(shown)) >= 2 and shown == sorted(shown), shown  # advancing, as the page showed it
-    assert final[1] == "done" and final[6] == final[7] == str(N)
+    assert final[1] == "done" and final[COLUMN["matched"]] == final[COLUMN["total"]] == str(N)
+    assert final[COLUMN["done"]] == "100%"

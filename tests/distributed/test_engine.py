@@ -731,8 +731,9 @@ def test_progress_events_and_task_names(client):
     cost = uniform_block((0, 400), (0, 400), 400, 4000, 6)
     with distributed.get_task_stream(client) as stream:
         result = dd.solve(da.from_array(cost, chunks=(134, 400)), client, method="classical",
-                          progress=lambda matched, total: seen.append((matched, total)))
-    assert seen and seen[-1] == (400, 400) and result.verify().optimal
+                          progress=seen.append)
+    assert seen and (seen[-1].matched, seen[-1].total, seen[-1].stage) == (400, 400, "done") and result.verify().optimal
+    assert [u.fraction for u in seen] == sorted(u.fraction for u in seen) and seen[-1].fraction == 1.0
     keys = [str(task["key"]) for task in stream.data]
     assert sum(k.startswith("dlap-solve-classical-") for k in keys) == 3
     assert sum(k.startswith("dlap-slab-") for k in keys) == 3

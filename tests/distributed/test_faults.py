@@ -155,7 +155,7 @@ def test_an_interrupted_caller_stops_its_ranks(client, long_n):
     try:
         with pytest.raises(KeyboardInterrupt):
             dd.solve(da.from_array(cost, chunks=(long_n, long_n // 2 + 1)), client, method="tree",
-                     progress=lambda matched, total: started.set())
+                     progress=lambda update: started.set())
     finally:
         signal.signal(signal.SIGINT, previous)
     interrupter.join()

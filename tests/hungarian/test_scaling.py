@@ -19,6 +19,7 @@ from hypothesis.extra.numpy import arrays
 import dlap
 from dlap import generate
 from dlap.backends.cpu import CPUBackend
+from dlap.backends.cpu import backend as cpu_backend
 from dlap.hungarian.scaling import SCALING_FACTOR, epsilon_schedule, exact_phase
 from dlap.problem import prepare
 from dlap.result import Stats
@@ -288,10 +289,14 @@ def test_an_optimum_of_cost_zero_proves_itself():
 def test_the_epsilon_phases_read_a_half_width_copy(family, monkeypatch):
     """Float64 costs: the ε-phases scan a float32 copy (stats say so), the exact phase the matrix
     itself, so the answer is the optimum of the matrix (the duals certify it) and the same as
-    without the copy; the caller's array is untouched."""
+    without the copy; the caller's array is untouched. (Copies of matrices this small are
+    allowed here: by default the CPU copies only matrices that do not fit its caches.)"""
     maximize = family in generate.MAXIMIZE
     cost = generate.family(family, 400, seed=5)
     before = cost.copy()
+    assert dlap.solve(cost, method="scaling", device="cpu", maximize=maximize).stats.phase_counts[
+        "scaling_narrowed"] == 0
+    monkeypatch.setattr(cpu_backend, "NARROW_MIN_ENTRIES", 0)
     narrow = dlap.solve(cost, method="scaling", device="cpu", maximize=maximize)
     assert narrow.stats.phase_counts["scaling_narrowed"] == 1
     monkeypatch.setattr(CPUBackend, "narrow_copy", lambda self, cost, dtype: None)
@@ -302,10 +307,11 @@ def test_the_epsilon_phases_read_a_half_width_copy(family, monkeypatch):
     np.testing.assert_array_equal(cost, before)
 
 
-def test_no_half_width_copy_where_an_entry_does_not_fit():
+def test_no_half_width_copy_where_an_entry_does_not_fit(monkeypatch):
     """A finite float64 entry beyond float32's range (it would become +inf, a forbidden pair, in
     the copy) or an int64 entry beyond int32's: the ε-phases read the matrix itself; the copy
     is made for int64 entries that all fit (exact), and for +inf (forbidden stays forbidden)."""
+    monkeypatch.setattr(cpu_backend, "NARROW_MIN_ENTRIES", 0)
     rng = np.random.default_rng(3)
     points = generate.geometric(200, seed=3)
     huge = points.copy()

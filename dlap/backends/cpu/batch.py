@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import numba_setup  # noqa: F401  (cache folder and thread wait policy, before any kernel)
+from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
 from .paths import flip_path
 
 INFEASIBLE = 1
@@ -166,7 +166,7 @@ def augmenting_paths(flat, start, rows, cols, transposed, sign, offset, u, v, co
     return 0
 
 
-@njit(cache=True, parallel=True)
+@prange_kernel
 def solve_all(flat, start, rows, cols, transposed, sign, offset, u, v, col4row, status):
     """Every problem of the batch, spread over the threads (one problem per thread at a time)."""
     for b in prange(start.shape[0]):

@@ -18,13 +18,13 @@ from numba import njit, prange
 
 from ...dgs.primitives import SwitchingPrimitives
 from ...dgs.state import DGSState
-from .numba_setup import read_only  # first: cache folder and thread wait policy, before any kernel
+from .numba_setup import prange_kernel, read_only  # first: cache folder and wait policy
 
 INF = np.inf
 _TRANSPOSE_BLOCK = 64
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def transpose(C, out):
     """``out = C.T`` in cache-sized tiles, rows of tiles in parallel."""
     n_rows, n_cols = C.shape
@@ -105,7 +105,7 @@ def _evaluate_one(C, CT, k, row_match, col_match, held, tol_scale, cand_a, cand_
     cand_stamp[k] = stamp
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def difference_evaluation(C, CT, entities, row_match, col_match, held, tol_scale, cand_a, cand_b,
                           cand_delta, cand_stamp, dirty, stamp):
     """ADE/JDE for the listed entities (k < n_rows: agent k, else job k - n_rows), in parallel."""
@@ -213,7 +213,7 @@ def greedy_switching(C, CT, row_match, col_match, held, tol_scale, cand_a, cand_
     return False, clock, switches
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def propose(C, rows, col_match, out_cols, out_costs):
     """Greedy start, one round: each listed row's cheapest unheld column (-1: none is finite)."""
     for e in prange(rows.size):

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..constants import KEEP_ROW, SCAN_ROW
-from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
+from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
 
 INF = np.inf
 COLUMN_BLOCK = 256  # columns per task in column-wise reductions (row-major friendly)
@@ -33,7 +33,7 @@ COLUMN_BLOCK = 256  # columns per task in column-wise reductions (row-major frie
 # --------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def row_reduction(C, u):
     """Algorithm 1, row reduction: ``u[i] = min_j C[i, j]``."""
     n_rows, n_cols = C.shape
@@ -46,7 +46,7 @@ def row_reduction(C, u):
         u[i] = low
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def column_reduction(C, u, v, argmin):
     """Algorithm 1, column reduction: ``v[j] = min_i (C[i, j] - u[i])`` and its row in ``argmin``.
 
@@ -69,7 +69,7 @@ def column_reduction(C, u, v, argmin):
                     argmin[j] = i
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def row_duals_from_columns(C, v, u):
     """``u[i] = min_j (C[i, j] - v[j])``: the largest row duals that keep ``v`` dual feasible."""
     n_rows, n_cols = C.shape
@@ -273,7 +273,7 @@ def _row_edges(C, u, v, tol_scale, i, how, old_ptr, old_idx, col_seen, out, k, w
     return k
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def compress(C, u, v, tol_scale, how, old_ptr, old_idx, col_seen, row_ptr):
     """Section 3.3: the zero-slack edges as CSR (``row_ptr`` filled, column indices returned), each
     row's made as ``how[i]`` says (:data:`SCAN_ROW` for every row: the whole matrix; the others
@@ -345,7 +345,7 @@ def classical_forward_pass(
     return n_rev, n_q
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def classical_theta(C, u, v, rows_q, n_q, col_seen, tol_scale, forest_low):
     """Algorithm 7: theta = min slack over forest rows x uncovered columns, in parallel over the
     forest rows. Returns inf when no finite edge leaves the forest (infeasible).
@@ -412,7 +412,7 @@ def _scan_row(row, shift, v_open, slack, col_pred, i):
             col_pred[j] = i
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def tree_scan(C, rows, shift, n, v_open, slack, col_pred):
     """Algorithm 4's expansion for an explicit frontier ``rows[:n]`` (the Dask engine's tree
     search on a column slab): blocks of columns in parallel, the frontier rows inside, so each

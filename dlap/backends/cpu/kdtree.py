@@ -20,7 +20,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from . import numba_setup  # noqa: F401 - cache folder and wait policy before any kernel compiles
+from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
 from .points import insert_sorted, pair_cost, precedes
 
 #: a box's cost bound is shrunk by this relative (and, for cosine, absolute) margin, far above the
@@ -140,7 +140,7 @@ def _push_children(stack, bound, depth, first, second, first_bound, second_bound
     return depth + 2
 
 
-@njit(cache=True, parallel=True)
+@prange_kernel
 def nearest_columns(tree, a, b, na, nb, metric, p, sign, k, index, cost):
     """``index[i]``, ``cost[i]``: row i's ``k`` cheapest columns of ``b``, cheapest first (ties: the
     lower column): :func:`dlap.backends.cpu.points.nearest_columns` through ``tree`` (over ``b``)."""
@@ -188,7 +188,7 @@ def column_ceilings(tree, v, out):
             out[node] = max(out[left[node]], out[right[node]])
 
 
-@njit(cache=True, parallel=True)
+@prange_kernel
 def price(tree, ceilings, a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count):
     """:func:`dlap.backends.cpu.points.price` through ``tree`` (over ``b``, with ``ceilings`` from
     :func:`column_ceilings` of ``v``): a box is skipped when its lowest cost less ``u_i`` and its
@@ -224,7 +224,7 @@ def price(tree, ceilings, a, b, na, nb, metric, p, sign, u, v, rtol, index, redu
             count[i] = found
 
 
-@njit(cache=True, parallel=True)
+@prange_kernel
 def reduced_minima(tree, ceilings, a, b, na, nb, metric, p, sign, scale, w, low, error):
     """``low[i]``: the least ``d_ij - w_j`` over every column ``j`` of ``tree`` (over ``b``, with
     ``ceilings`` from :func:`column_ceilings` of ``w``), ``d_ij = sign * metric * scale`` as

@@ -32,7 +32,9 @@ kernel is compiled once per dtype, and a kernel that wrote to the matrix would n
 
 from __future__ import annotations
 
+import functools
 import os
+import types
 from pathlib import Path
 
 import numba
@@ -55,3 +57,53 @@ if not numba.config.CACHE_DIR:
     numba.config.CACHE_DIR = str(cache_dir())
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+class PrangeKernel:
+    """A ``prange`` kernel compiled from one function twice: :attr:`parallel` for a thread team,
+    :attr:`serial` for one thread (``prange`` as ``range``), called by whichever Numba's thread
+    count asks for. Small solves run on one thread (:mod:`dlap.threads`), and Numba compiles a
+    parallel kernel about three times slower than a serial one, so a first small solve compiles
+    only serial twins; the parallel ones compile when a solve first runs on a team. Each twin has
+    a cache entry of its own (Numba keys its cache by the function's qualified name, not by its
+    options). Called from Python only: a Numba function calls :attr:`serial` or :attr:`parallel`."""
+
+    def __init__(self, py_func, options: dict):
+        self.parallel = numba.njit(cache=True, parallel=True, **options)(py_func)
+        twin = types.FunctionType(py_func.__code__, py_func.__globals__, f"{py_func.__name__}_serial",
+                                  py_func.__defaults__, py_func.__closure__)
+        twin.__qualname__, twin.__module__ = f"{py_func.__qualname__}_serial", py_func.__module__
+        self.serial = numba.njit(cache=True, **options)(twin)
+        functools.update_wrapper(self, py_func)
+        KERNELS.append(self)
+
+    def __call__(self, *args):
+        return (self.serial if numba.get_num_threads() == 1 else self.parallel)(*args)
+
+    @property
+    def signatures(self) -> list:
+        """The argument types each twin is compiled for."""
+        return self.serial.signatures + self.parallel.signatures
+
+
+#: every :class:`PrangeKernel`, in the order their modules defined them
+KERNELS: list[PrangeKernel] = []
+
+
+def prange_kernel(py_func=None, **options):
+    """``@prange_kernel`` or ``@prange_kernel(nogil=True)``: a :class:`PrangeKernel` (Numba's
+    ``cache=True`` and ``parallel=True`` for the team's twin, and ``options`` for both)."""
+    if py_func is None:
+        return lambda f: PrangeKernel(f, options)
+    return PrangeKernel(py_func, options)
+
+
+def compile_team_twins(module: str | None = None) -> None:
+    """Compile (or load from the cache) each kernel's :attr:`~PrangeKernel.parallel` twin for
+    the argument types its serial twin was compiled for (only ``module``'s kernels where it is
+    named): what a warm-up of small solves leaves for the large ones."""
+    for kernel in KERNELS:
+        if module is not None and kernel.__module__ != module:
+            continue
+        for signature in kernel.serial.signatures:
+            kernel.parallel.compile(signature)

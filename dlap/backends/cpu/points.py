@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from . import numba_setup  # noqa: F401 - cache folder and wait policy before any kernel compiles
+from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
 from .paths import flip_path
 
 
@@ -60,7 +60,7 @@ def insert_sorted(keys, items, t, key, item):
     items[t] = item
 
 
-@njit(cache=True, parallel=True)
+@prange_kernel
 def nearest_columns(a, b, na, nb, metric, p, sign, k, index, cost):
     """``index[i]``, ``cost[i]``: row i's ``k`` cheapest columns, cheapest first (ties: the lower
     column)."""
@@ -77,7 +77,7 @@ def nearest_columns(a, b, na, nb, metric, p, sign, k, index, cost):
                 worst = cost[i, k - 1]
 
 
-@njit(cache=True, parallel=True)
+@prange_kernel
 def price(a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count):
     """Pricing: every pair's reduced cost ``c_ij - u_i - v_j``. Row i's most negative ones below
     ``-rtol * (|c_ij| + |u_i| + |v_j|)`` go to ``index[i]``, ``reduced[i]`` (as many as fit, most
@@ -103,7 +103,7 @@ def price(a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count):
         count[i] = found
 
 
-@njit(cache=True, parallel=True)
+@prange_kernel
 def block_costs(a, b, na, nb, metric, p, sign, start, out):
     """``out[r, j] = c[start + r, j]`` for the rows of ``out``."""
     for r in prange(out.shape[0]):
@@ -111,7 +111,7 @@ def block_costs(a, b, na, nb, metric, p, sign, start, out):
             out[r, j] = pair_cost(a, b, na, nb, start + r, j, metric, p, sign)
 
 
-@njit(cache=True, parallel=True)
+@prange_kernel
 def pair_costs(a, b, na, nb, metric, p, sign, rows, cols, out):
     """``out[t] = c[rows[t], cols[t]]``."""
     for t in prange(rows.shape[0]):

@@ -31,8 +31,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import numba_setup  # noqa: F401 - cache folder and thread wait policy, before any kernel
 from .hungarian import COLUMN_BLOCK, min_slack, optimality_check, row_reduction
+from .numba_setup import prange_kernel
 
 INF = np.inf
 
@@ -42,8 +42,7 @@ INF = np.inf
 # --------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
-def competition_prices(C, row_low, v):
+def competition_prices(C, row_low, v) -> bool:
     """``v[j]`` = the second-smallest row-reduced cost in column j, shifted so ``max v = 0``.
 
     Column reduction (Algorithm 1) prices a column at what its keenest row would pay; one row can
@@ -52,24 +51,17 @@ def competition_prices(C, row_low, v):
     single finite entry falls back to that entry; one with none is priced at the maximum.
     Returns False when a row has no finite entry (the matrix is infeasible).
     """
-    n_rows, n_cols = C.shape
     row_reduction(C, row_low)
-    for i in range(n_rows):
-        if row_low[i] == INF:
-            return False
+    if (row_low == INF).any():
+        return False
     column_competition(C, row_low, v)
-    top = -INF
-    for j in range(n_cols):
-        if v[j] < INF and v[j] > top:
-            top = v[j]
-    if top == -INF:
-        top = 0.0
-    for j in range(n_cols):
-        v[j] = top - top if v[j] == INF else v[j] - top
+    finite = v < INF
+    top = v[finite].max() if finite.any() else 0.0
+    v[:] = np.where(finite, v - top, 0.0)
     return True
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def column_competition(C, row_low, v):
     """``v[j]`` = column j's second-smallest row-reduced cost ``C[i, j] - row_low[i]`` (its
     smallest with one finite entry, inf with none): :func:`competition_prices` before the shift."""
@@ -119,7 +111,7 @@ def _row_minima(C, i, v, col_match):
     return u1, j1, u2, uf, jf
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def row_minima_terms(C, v, col_match, rows, terms):
     """:func:`_row_minima` of each row of ``rows``, into ``terms[q] = (u1, j1, u2, uf, jf)``."""
     for q in prange(rows.shape[0]):
@@ -131,7 +123,7 @@ def row_minima_terms(C, v, col_match, rows, terms):
         terms[q, 4] = jf
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def row_regrets(C, v, regret):
     """``regret[i]`` = second-smallest minus smallest reduced cost of row i (0 with one finite
     entry): how much row i loses if it does not get its best column."""
@@ -202,7 +194,7 @@ def greedy_excess(C, v, u, order, picked, excess):
         excess[q] = (np.float64(C[order[q], j]) - v[j]) - u[order[q]] if j >= 0 else 0.0
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def narrow_copy(C, out, limit, beyond):
     """``out[:] = C`` in ``out``'s narrower dtype (the ε-phases' copy, ``Backend.narrowed``);
     ``beyond[i]``: row i's finite entries beyond ``±limit``, which ``out`` cannot hold."""
@@ -402,7 +394,7 @@ def _bid(u1, j1, u2, uf, jf, eps):
     return -1, 0.0
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def _bids(C, v, eps, free_rows, n_free, col_match, bid_col, bid_dec):
     """Each free row's bid (:func:`_bid`), all from the same prices."""
     for q in prange(n_free):
@@ -410,7 +402,7 @@ def _bids(C, v, eps, free_rows, n_free, col_match, bid_col, bid_dec):
         bid_col[q], bid_dec[q] = _bid(u1, j1, u2, uf, jf, eps)
 
 
-@njit(cache=True, parallel=True, nogil=True)
+@prange_kernel(nogil=True)
 def bids_of_terms(terms, eps, bid_col, bid_dec):
     """:func:`_bid` of each row of ``terms`` (rows of (u1, j1, u2, uf, jf), as
     :func:`row_minima_terms` makes them)."""
@@ -419,7 +411,6 @@ def bids_of_terms(terms, eps, bid_col, bid_dec):
                                       np.int64(terms[q, 4]), eps)
 
 
-@njit(cache=True, nogil=True)
 def bidding_round(C, v, eps, free_rows, n_free, row_match, col_match, bid_col, bid_dec, col_best, col_winner):
     """One round: every free row bids (:func:`_bids`), then :func:`award_bids`. Returns the free
     rows left, listed in ``free_rows`` in ascending order."""

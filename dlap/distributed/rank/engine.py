@@ -41,6 +41,7 @@ from ...certificate import (
 from ...device import is_device_array
 from ...hungarian import device_variant, run_method
 from ...problem import Problem, check_entries, scale_exponent, shifted, unscaled
+from ...progress import SolveProgress
 from ...result import Stats
 from .backend import DistributedBackend
 from .comm import CommAborted, NCCLComm, RPCComm, SocketComm, to_host
@@ -367,18 +368,19 @@ def _host_threads(slab, limit: int):
 
 
 def _progress_events(worker, spec: RankSpec, live):
-    """Rank 0's progress hook: a worker event on the solve's topic, with ``live()``'s counters
-    (the client's progress bar shows ``matched``, the scheduler's dlap page all of it)."""
+    """Rank 0's progress hook: a worker event on the solve's topic, its
+    :class:`~dlap.progress.SolveProgress` with ``live()``'s counters (the client's bar or
+    callback reads the first, the scheduler's dlap page all of it)."""
     if spec.rank != 0:
         return None
 
     last = [-math.inf]
 
-    def report(matched: int, total: int) -> None:
+    def report(update: SolveProgress) -> None:
         now = time.perf_counter()
-        if now - last[0] >= PROGRESS_INTERVAL or matched == total:
+        if now - last[0] >= PROGRESS_INTERVAL or update.stage == "done":
             last[0] = now
-            worker.log_event(spec.progress_topic, {"matched": matched, "total": total, **live()})
+            worker.log_event(spec.progress_topic, {**dataclasses.asdict(update), **live()})
 
     return report
 

@@ -4,7 +4,8 @@ Served by the scheduler's own dashboard at ``/dlap`` (``http://scheduler:8787/dl
 distributed builds its pages (a Bokeh document in the dashboard's page template, refreshed by a
 periodic callback) and added by the solve registry (:mod:`dlap.distributed.scheduler.registry`) when the
 first solve installs it. One row per solve, running ones first, then the last ended ones: its
-method and shape, its ranks and their workers, its state, the phase rank 0 timed last, matched
+method and shape, its ranks and their workers, its state, the estimated share of its work done
+and the time left (:mod:`dlap.progress`), its stage, the phase rank 0 timed last, matched
 rows against n, iterations, dual updates, seconds, the collectives rank 0 made and the bytes it
 sent, and its longest phases. The numbers are rank 0's progress events (one per
 ``engine.PROGRESS_INTERVAL``), which the registry keeps.
@@ -21,7 +22,8 @@ ROUTE = "/dlap"
 REFRESH_MS = 500
 COLUMNS = [
     ("solve", "solve"), ("state", "state"), ("method", "method"), ("shape", "n x m"), ("ranks", "ranks"),
-    ("phase", "phase (last timed)"), ("matched", "matched rows"), ("total", "of n"), ("iterations", "iterations"),
+    ("done", "done (estimated)"), ("eta", "time left"), ("stage", "stage"), ("phase", "phase (last timed)"),
+    ("matched", "matched rows"), ("total", "of n"), ("iterations", "iterations"),
     ("dual_updates", "dual updates"), ("seconds", "seconds"), ("collectives", "collectives (rank 0)"),
     ("bytes_sent", "bytes sent (rank 0)"), ("phase_seconds", "longest phases (s)"), ("workers", "workers"),
 ]

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from ...progress import SolveProgress
+
 NAME = "dlap-solves"
 #: seconds between the scheduler's looks at the leases
 LEASE_CHECK_SECONDS = 0.5
@@ -246,13 +248,20 @@ def end(client, solve_id: str, state: str, lease: Lease) -> None:
     client.sync(client.scheduler.dlap_solve_end, solve_id=solve_id, state=state)
 
 
+def _eta(solve: RunningSolve, progress: dict) -> str:
+    """Rank 0's estimate of the seconds left, while the solve runs."""
+    eta = SolveProgress(progress.get("fraction", 0.0), "", 0, 0, progress.get("elapsed", 0.0)).eta
+    return "" if solve.state != "running" or eta is None else f"{eta:.0f} s"
+
+
 def _row(solve_id: str, solve: RunningSolve, seconds: float) -> dict:
     progress = solve.progress
     phases = progress.get("phase_seconds", {})
     return {
         "solve": solve_id, "method": solve.method, "shape": " x ".join(map(str, solve.shape)),
         "ranks": len(solve.workers), "workers": ", ".join(solve.workers), "state": solve.state,
-        "phase": progress.get("phase", ""), "matched": progress.get("matched", 0),
+        "done": f"{100 * progress.get('fraction', 0.0):.0f}%", "eta": _eta(solve, progress),
+        "stage": progress.get("stage", ""), "phase": progress.get("phase", ""), "matched": progress.get("matched", 0),
         "total": progress.get("total", solve.shape[0] if solve.shape else 0),
         "iterations": progress.get("iterations", 0), "dual_updates": progress.get("dual_updates", 0),
         "seconds": round(seconds, 2), "collectives": progress.get("collectives", 0),

@@ -241,7 +241,8 @@ def _write_text(path: str, text: str) -> None:
 def cmd_bench(args) -> int:
     _check_bench_outputs(args)
     suite = {"batch": _bench_batch, "dgs": _bench_dgs, "deadlines": _bench_deadlines,
-             "points": _bench_points, "first-calls": _bench_first_calls}.get(args.suite, _bench_grid)
+             "points": _bench_points, "first-calls": _bench_first_calls, "progress": _bench_progress}.get(
+                 args.suite, _bench_grid)
     return suite(args)
 
 
@@ -281,6 +282,14 @@ def _bench_first_calls(args) -> int:
 
     records = first_calls.run(repeat=args.repeat, out=args.json)
     _print_table(args, first_calls.table(records))
+    return 0
+
+
+def _bench_progress(args) -> int:
+    from .bench import progress
+
+    records = progress.run(device=args.device, out=args.json)
+    _print_table(args, progress.table(records))
     return 0
 
 
@@ -375,7 +384,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                    help="gpu: the anchors grid plus geometric and float instances, GPU solvers "
                         "timed from the host and from the GPU, against lap and scipy")
-    p.add_argument("--suite", choices=("grid", "hard", "batch", "dgs", "deadlines", "points", "first-calls"),
+    p.add_argument("--suite", choices=("grid", "hard", "batch", "dgs", "deadlines", "points", "first-calls",
+                                       "progress"),
                    default="grid",
                    help="grid: families x sizes against lap and scipy; hard: structured costs (geometric, "
                         "geometric-int, -3d, -disjoint, -benefit, machol-wien, ties:4) at n = 500 to 4000 on the "
@@ -385,7 +395,8 @@ def parser() -> argparse.ArgumentParser:
                         "deadlines DGS solves end, and the thread team, idle and on busy cores; points: "
                         "dlap.solve_points on uniform 2-D points (default n = 10000 100000) beside the dense engine; "
                         "first-calls: a fresh process's first solves on the CPU (cached and empty kernel cache) "
-                        "against scipy's")
+                        "against scipy's; progress: how far the progress estimate and its ETA stray from the "
+                        "share of the solve's time gone by (five solves of seconds each)")
     p.add_argument("--n", type=int, nargs="+", help="sizes (default 1000 2000 4000; dgs: 1000 to 20000)")
     p.add_argument("--families", nargs="+",
                    help="family[:f], e.g. uniform:0.1 geometric machol-wien ties (default uniform:1 uniform:10 float); "

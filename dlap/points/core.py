@@ -52,9 +52,9 @@ WARM_AUCTION_SHARE = 0.05
 #: the most pricing rounds before the engine gives up (a bound the tests never reach)
 MAX_ROUNDS = 1000
 #: where the candidates' and the first core solve's parts of a progress bar end; the pricing
-#: rounds share the rest (uniform 2-D points, CPU, n = 20000 and 50000: candidates 16% to 27% of
-#: the solve, the first core solve about 55%, 6 to 7 pricing rounds ever shorter)
-PROGRESS_SHARES = (0.2, 0.75)
+#: rounds share the rest, each half of what is left (uniform 2-D points, n = 50000, CPU: 12%,
+#: 24%, then rounds of 27%, 22%, 7%, ...: dlap bench --suite progress)
+PROGRESS_SHARES = (0.15, 0.4)
 
 
 class SparseCore:

@@ -55,3 +55,17 @@ def test_the_first_calls_suite_times_fresh_processes(tmp_path):
     assert 0 < empty < records[1]["first_s"][0] and cached < empty  # an empty cache compiles
     assert len(out.read_text().splitlines()) == 3
     assert first_calls.table(records).count("\n") == 4
+
+
+def test_the_progress_suite_sets_the_estimate_beside_matched_rows(tmp_path):
+    from dlap.bench import progress
+
+    out = tmp_path / "p.jsonl"
+    cases = {"scaling": ("geometric", 400, {"method": "scaling"}), "points": ("points", 300, {})}
+    records = progress.run(cases, out=str(out), echo=lambda *a: None)
+    assert [r["case"] for r in records] == ["scaling", "points"] and len(out.read_text().splitlines()) == 2
+    for record in records:
+        fractions = [report[1] for report in record["reports"]]
+        assert fractions == sorted(fractions) and fractions[-1] == 1.0 and record["seconds"] > 0
+        assert set(progress.gaps(record)["eta"]) == {0.25, 0.5, 0.75}
+    assert progress.table(records).count("\n") == 3

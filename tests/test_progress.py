@@ -54,8 +54,12 @@ def test_a_variant_reports_its_searches(method):
     _assert_sound(seen, 300)
 
 
-def test_epsilon_scaling_reports_each_phase():
-    seen = _updates(lambda cb: dlap.solve(generate.geometric(400, seed=3), method="scaling", device="cpu",
+DEVICES = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_epsilon_scaling_reports_each_phase(device):
+    seen = _updates(lambda cb: dlap.solve(generate.geometric(400, seed=3), method="scaling", device=device,
                                           progress=cb))
     _assert_sound(seen, 400)
     stages = [u.stage for u in seen]
@@ -74,9 +78,10 @@ def test_auto_hands_over_without_going_back():
     assert "exact phase" in [u.stage for u in seen]
 
 
-def test_points_report_candidates_core_and_pricing_rounds():
+@pytest.mark.parametrize("device", DEVICES)
+def test_points_report_candidates_core_and_pricing_rounds(device):
     rng = np.random.default_rng(5)
-    seen = _updates(lambda cb: dlap.solve_points(rng.random((300, 2)), rng.random((200, 2)), device="cpu",
+    seen = _updates(lambda cb: dlap.solve_points(rng.random((300, 2)), rng.random((200, 2)), device=device,
                                                  progress=cb))
     _assert_sound(seen, 200)
     stages = [u.stage for u in seen]

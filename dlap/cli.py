@@ -312,7 +312,8 @@ def _bench_dgs(args) -> int:
 def _bench_points(args) -> int:
     from .bench import points
 
-    records = points.run(sizes=args.n, device=args.device, seed=args.seed, out=args.json)
+    records = points.run(sizes=args.n, device=args.device, seed=args.seed, out=args.json,
+                         families=args.families or ("uniform",))
     _print_table(args, points.table(records))
     return 0 if all(r.get("optimal", True) and r.get("same_optimum", True) for r in records) else 1
 
@@ -393,7 +394,8 @@ def parser() -> argparse.ArgumentParser:
                         "against scipy (loop and thread pool), lapx and fastlap on five batches; dgs: Deep Greedy "
                         "Switching against dlap's exact solver (gaps, deadlines); deadlines: how far past their "
                         "deadlines DGS solves end, and the thread team, idle and on busy cores; points: "
-                        "dlap.solve_points on uniform 2-D points (default n = 10000 100000) beside the dense engine; "
+                        "dlap.solve_points on point sets (--families: uniform, uniform-3d, clustered, shifted, "
+                        "embeddings; default uniform, n = 10000 100000) beside the dense engine; "
                         "first-calls: a fresh process's first solves on the CPU (cached and empty kernel cache) "
                         "against scipy's; progress: how far the progress estimate and its ETA stray from the "
                         "share of the solve's time gone by (five solves of seconds each)")

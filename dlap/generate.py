@@ -13,6 +13,11 @@
 - :func:`geometric_disjoint`: two point sets in shifted clouds, no row near any column.
 - :func:`machol_wien`: ``c_ij = i * j`` (1-based), a classic hard instance with many ties.
 - :func:`ties`: integers from a handful of values: almost every entry ties with many others.
+
+Point sets for :func:`dlap.solve_points` (:func:`points`, any size: O((n + m) d) memory):
+``uniform`` in the unit square, ``uniform-3d`` in the unit cube, ``clustered`` (a Gaussian
+mixture), ``shifted`` (two clouds half a side apart), ``embeddings`` (64-D unit vectors, the
+columns noisy copies of the rows in another order).
 """
 
 from __future__ import annotations
@@ -145,6 +150,46 @@ TAKES_F = frozenset({"uniform", "uniform-counter", "ties"})
 #: families whose question is a maximum (the benchmark and ``dlap solve --family`` maximise them):
 #: GEOM benefit, distances within one point set, as the DGS paper poses it
 MAXIMIZE = frozenset({"geometric-benefit"})
+
+
+#: point-set family -> its points' default dimension (:func:`points`)
+POINT_FAMILIES = {"uniform": 2, "uniform-3d": 3, "clustered": 2, "shifted": 2, "embeddings": 64}
+#: ``clustered``: points per cluster centre (at least one centre), and the clusters' spread
+CLUSTER_POINTS = 1000
+CLUSTER_SIGMA = 0.02
+#: ``embeddings``: the noise added to each row's copy before it is normalised again
+EMBEDDING_NOISE = 0.3
+
+
+def points(name: str, n: int, m: int | None = None, *, dim: int | None = None, seed: int = 0,
+           dtype="float64") -> tuple[np.ndarray, np.ndarray]:
+    """Two point sets of family ``name`` (one of :data:`POINT_FAMILIES`): ``a`` of shape
+    ``(n, dim)`` and ``b`` of shape ``(m, dim)`` (``m`` default ``n``; ``dim`` the family's
+    default), for :func:`dlap.solve_points`."""
+    try:
+        default_dim = POINT_FAMILIES[name]
+    except KeyError:
+        raise ValueError(f"unknown point family {name!r}; choose from {', '.join(POINT_FAMILIES)}") from None
+    m = n if m is None else m
+    dim = default_dim if dim is None else dim
+    if min(n, m) < 0 or dim < 1:
+        raise ValueError(f"sizes must be non-negative and dim positive; got n={n}, m={m}, dim={dim}")
+    rng = np.random.default_rng(seed)
+    if name == "clustered":
+        centres = rng.random((max(1, max(n, m) // CLUSTER_POINTS), dim))
+        a, b = (centres[rng.integers(0, len(centres), k)] + CLUSTER_SIGMA * rng.standard_normal((k, dim))
+                for k in (n, m))
+    elif name == "embeddings":
+        a = rng.standard_normal((n, dim))
+        b = rng.standard_normal((m, dim))
+        copied = min(n, m)
+        b[:copied] = a[rng.permutation(n)[:copied]] + EMBEDDING_NOISE * rng.standard_normal((copied, dim))
+        a, b = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (a, b))
+    else:
+        a, b = rng.random((n, dim)), rng.random((m, dim))
+        if name == "shifted":
+            b[:, 0] += 0.5
+    return a.astype(dtype), b.astype(dtype)
 
 
 def family(name: str, n: int, f: float | None = None, seed: int = 0, m: int | None = None):

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import dlap
 from dlap import generate
 
 from .configs import CONFIGS
@@ -62,3 +63,40 @@ def test_unknown_family_and_bad_sizes():
         generate.family("gaussian", 10)
     with pytest.raises(ValueError, match="non-negative"):
         generate.uniform(-1)
+
+
+@pytest.mark.parametrize("name", sorted(generate.POINT_FAMILIES))
+def test_point_sets_of_every_family(name):
+    a, b = generate.points(name, 300, 200, seed=3)
+    dim = generate.POINT_FAMILIES[name]
+    assert a.shape == (300, dim) and b.shape == (200, dim) and a.dtype == b.dtype == np.float64
+    again = generate.points(name, 300, 200, seed=3)
+    np.testing.assert_array_equal(a, again[0])  # reproducible from the seed
+    assert not np.array_equal(a, generate.points(name, 300, 200, seed=4)[0])
+    small = generate.points(name, 20, dim=5, dtype="float32")
+    assert small[0].shape == small[1].shape == (20, 5) and small[0].dtype == np.float32
+    metric = "cosine" if name == "embeddings" else "euclidean"
+    assert dlap.solve_points(a, b, metric).verify().optimal
+
+
+def test_the_point_families_have_their_shapes():
+    a, b = generate.points("shifted", 500, seed=1)
+    assert 0.4 < b[:, 0].mean() - a[:, 0].mean() < 0.6 and abs(b[:, 1].mean() - a[:, 1].mean()) < 0.1
+
+    def nearest_neighbour(x):  # the median distance from a point to its nearest other point
+        d = np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(-1))
+        np.fill_diagonal(d, np.inf)
+        return np.median(d.min(axis=1))
+
+    clustered, _ = generate.points("clustered", 2000, seed=1)
+    uniform, _ = generate.points("uniform", 2000, seed=1)
+    assert nearest_neighbour(clustered) < nearest_neighbour(uniform) / 2  # two centres, dense around them
+    a, b = generate.points("embeddings", 200, seed=2)
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1)
+    np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1)
+    # each column is a noisy copy of some row: the cosine optimum pairs them at a small distance
+    assert dlap.solve_points(a, b, "cosine").objective / 200 < 0.2
+    with pytest.raises(ValueError, match="unknown point family"):
+        generate.points("gaussian", 10)
+    with pytest.raises(ValueError, match="non-negative"):
+        generate.points("uniform", -1)

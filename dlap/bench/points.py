@@ -1,7 +1,8 @@
-"""``dlap bench --suite points``: dlap.solve_points on uniform points in the unit square, beside
-dlap's dense engine on the same costs as a matrix where the matrix fits.
+"""``dlap bench --suite points``: dlap.solve_points on point sets of :func:`dlap.generate.points`
+(default: uniform in the unit square), beside dlap's dense engine on the same costs as a matrix
+where the matrix fits.
 
-For every size: the sparse-core engine's time from the points to the certified assignment's
+For every family and size (Euclidean; cosine for ``embeddings``): the sparse-core engine's time from the points to the certified assignment's
 indices (points on the device named, as NumPy or CuPy arrays, before the timer starts), its
 phases (candidates, core solve, pricing), rounds and core size, the peak memory (the process's
 resident set; on the GPU the memory pool's peak too), and ``verify()``'s all-pairs proof: through
@@ -17,10 +18,10 @@ import platform
 import resource
 import time
 
-import numpy as np
-
 from ..api import solve
+from ..generate import points
 from ..points.costs import PointCosts
+from ..points.metrics import check_metric
 from ..points.solve import solve_points
 from .records import Records
 
@@ -31,9 +32,8 @@ VERIFY_PAIRS = 10**11
 DENSE_PAIRS = {"cpu": 4 * 10**8, "gpu": 2 * 10**9}
 
 
-def _points(n: int, seed: int, device: str):
-    rng = np.random.default_rng(seed)
-    a, b = rng.random((n, 2)), rng.random((n, 2))
+def _points(family: str, n: int, seed: int, device: str):
+    a, b = points(family, n, seed=seed)
     if device == "gpu":
         import cupy
 
@@ -48,22 +48,22 @@ def _synchronize(device: str) -> None:
         cupy.cuda.Device().synchronize()
 
 
-def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print):
+def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, families=("uniform",)):
     """Run the points benchmark; write JSON lines to ``out`` as they come; return the records."""
     sizes = sorted(sizes or POINTS_SIZES)
-    warm = _points(300, seed + 1, device)
-    solve_points(*warm, device=device)  # compile every kernel before any timer starts
     records = []
     with Records(out) as sink:
-        for n in sizes:
-            a, b = _points(n, seed, device)
+        for family, n in ((family, n) for family in families for n in sizes):
+            metric = "cosine" if family == "embeddings" else "euclidean"
+            solve_points(*_points(family, 300, seed + 1, device), metric, device=device)  # compile before timing
+            a, b = _points(family, n, seed, device)
             _synchronize(device)
             started = time.perf_counter()
-            result = solve_points(a, b, device=device)
+            result = solve_points(a, b, metric, device=device)
             _synchronize(device)
             seconds = time.perf_counter() - started
             record = {
-                "suite": "points", "family": "uniform-2d", "metric": "euclidean", "n": n, "device": device,
+                "suite": "points", "family": family, "metric": metric, "n": n, "device": device,
                 "host": platform.node(), "solve_s": round(seconds, 3), "objective": result.objective,
                 "phase_seconds": {k: round(v, 3) for k, v in result.stats.phase_seconds.items()},
                 "phase_counts": dict(result.stats.phase_counts),
@@ -78,7 +78,7 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print):
                 record["optimal"] = bool(result.verify().optimal)
                 record["verify_s"] = round(time.perf_counter() - started, 3)
             if n * n <= DENSE_PAIRS[device]:
-                matrix = PointCosts(a, b, "euclidean", 0.0, device)[0:n]
+                matrix = PointCosts(a, b, metric, check_metric(metric, None), device)[0:n]
                 _synchronize(device)
                 started = time.perf_counter()
                 dense = solve(matrix, device=device)
@@ -93,13 +93,13 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print):
 
 
 def table(records) -> str:
-    lines = ["| n | device | solve_points s | candidates s | core solve s | pricing s | pricing rounds | core edges "
+    lines = ["| family | n | device | solve_points s | candidates s | core solve s | pricing s | pricing rounds | core edges "
              "| peak RSS GiB | verify s | dense engine s | same optimum |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         phases, counts = r["phase_seconds"], r["phase_counts"]
         lines.append(
-            f"| {r['n']} | {r['device']} | {r['solve_s']:.2f} | {phases.get('candidates', 0):.2f} "
+            f"| {r.get('family', 'uniform')} | {r['n']} | {r['device']} | {r['solve_s']:.2f} | {phases.get('candidates', 0):.2f} "
             f"| {phases.get('core_solve', 0):.2f} | {phases.get('pricing', 0):.2f} | {counts.get('pricing_rounds', '')} "
             f"| {counts.get('core_edges', '')} | {r['peak_rss_gib']} | {r.get('verify_s', '')} "
             f"| {r.get('dense_s', '')} | {'yes' if r.get('same_optimum', True) and r.get('optimal', True) else 'NO'} |")

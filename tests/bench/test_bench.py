@@ -39,9 +39,12 @@ def test_the_points_suite_runs_from_the_command(tmp_path, capsys):
     out = tmp_path / "p.jsonl"
     assert cli.main(["bench", "--suite", "points", "--n", "300", "--json", str(out)]) == 0
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
-    assert record["n"] == 300 and record["optimal"] and record["same_optimum"]
+    assert record["n"] == 300 and record["optimal"] and record["same_optimum"] and record["family"] == "uniform"
     assert record["phase_counts"]["pricing_rounds"] >= 1
-    assert "| 300 | cpu |" in capsys.readouterr().out
+    assert "| uniform | 300 | cpu |" in capsys.readouterr().out
+    assert cli.main(["bench", "--suite", "points", "--n", "200", "--families", "shifted", "embeddings"]) == 0
+    shown = capsys.readouterr().out
+    assert "| shifted | 200 | cpu |" in shown and "| embeddings | 200 | cpu |" in shown and "NO" not in shown
 
 
 def test_the_first_calls_suite_times_fresh_processes(tmp_path):

@@ -13,6 +13,7 @@ from scipy.optimize import linear_sum_assignment as scipy_lsa
 from scipy.spatial.distance import cdist
 
 import dlap
+from dlap import generate
 from dlap.points.metrics import METRICS
 
 from .helpers import assert_valid
@@ -55,7 +56,17 @@ def test_larger_sets_with_one_candidate_each(n, m):
     rng = np.random.default_rng(n + m)
     result = _check(rng.random((n, 2)), rng.random((m, 2)), candidates=1)
     counts = result.stats.phase_counts
-    assert counts["pricing_rounds"] >= 2 or counts.get("dead_ends", 0) >= 1
+    assert counts["pricing_rounds"] >= 2 or counts.get("dead_ends", 0) + counts.get("unmatchable", 0) >= 1
+
+
+@pytest.mark.parametrize("n, m, candidates", [(250, 250, 32), (300, 200, 4), (150, 220, 3)])
+def test_shifted_clouds_whose_neighbours_match_no_row_set(n, m, candidates):
+    """Two clouds half a side apart: each point's nearest neighbours crowd onto the other
+    cloud's near edge, the first core matches not every row, and it is grown (costs ignored)
+    until it does before the auction prices it."""
+    a, b = generate.points("shifted", n, m, seed=n)
+    result = _check(a, b, candidates=candidates)
+    assert result.stats.phase_counts["unmatchable"] >= 1
 
 
 def test_pricing_finds_a_pair_no_candidate_list_holds():
@@ -232,6 +243,22 @@ def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties):
         v, matched = np.zeros(2), np.full(2, -1, dtype=np.int64)
         assert not module.scaled_auction(*core, v, matched, matched.copy(), 1.0, last, 6.0, 1.0, 400,
                                          np.zeros(2, dtype=np.int64))
+
+
+def test_a_matching_that_ignores_costs_reports_its_dead_end():
+    """match_rows: rows 0-2 reach only columns 0 and 1, so the third row has no path, and the
+    rows its search reached are listed; with an edge to column 2 every row is matched."""
+    from dlap.backends.cpu.points import match_rows
+
+    col4row, row4col = np.full(3, -1, dtype=np.int64), np.full(3, -1, dtype=np.int64)
+    scanned, counters = np.empty(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
+    indptr, indices = np.array([0, 2, 4, 6], dtype=np.int64), np.array([0, 1, 1, 0, 1, 0], dtype=np.int64)
+    assert match_rows(indptr, indices, col4row, row4col, np.arange(3), scanned, counters) == 2
+    assert sorted(scanned[: counters[2]].tolist()) == [0, 1, 2] and col4row[2] == -1
+    assert sorted(col4row[:2].tolist()) == [0, 1] and all(row4col[col4row[i]] == i for i in range(2))
+    indptr, indices = np.array([0, 2, 4, 7], dtype=np.int64), np.array([0, 1, 1, 0, 1, 0, 2], dtype=np.int64)
+    assert match_rows(indptr, indices, col4row, row4col, np.array([2]), scanned, counters) == -1
+    assert sorted(col4row.tolist()) == [0, 1, 2] and all(row4col[col4row[i]] == i for i in range(3))
 
 
 @pytest.mark.gpu

@@ -177,7 +177,10 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
     next_stage("core solve", candidates_end, core_end, n)
     with _timed("core_solve"):
         solution.start(core)
-        _auction(core, solution, square, counts)
+        if not _auction(core, solution, square, counts):  # the nearest neighbours match not every row
+            _make_matchable(kernels, core, args, counts)
+            solution.start(core)
+            _auction(core, solution, square, counts)
         _assign_all(kernels, core, solution, args, square, counts)
     violators_index, violators_reduced = np.empty((n, k), dtype=np.int64), np.empty((n, k))
     violators_count = np.empty(n, dtype=np.int64)
@@ -205,18 +208,18 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
     return solution
 
 
-def _auction(core, solution, square: bool, counts, first_eps: float | None = None) -> None:
+def _auction(core, solution, square: bool, counts, first_eps: float | None = None) -> bool:
     """Prices from Bertsekas' ε-scaling auction on the core, from the solution's prices and
     matching, ε from ``first_eps`` (else ``AUCTION_FIRST_EPS`` of the costs' spread) down to
     ``AUCTION_LAST_EPS``; the rows not tight under them are let go for the exact solve, and on a
     rectangular matrix the columns left unassigned get price 0 (their dual). Where the auction
-    finds no perfect matching of the core, the solution is left as it was."""
+    finds no perfect matching of the core, the solution is left as it was (returns False)."""
     from ..backends.cpu import points as core_kernels
 
     indptr, indices, costs = core.csr()
     span = float(costs.max() - costs.min()) if costs.size else 0.0
     if span == 0.0:
-        return
+        return True
     last = AUCTION_LAST_EPS * span
     first = AUCTION_FIRST_EPS * span if first_eps is None else max(first_eps, last)
     counters = np.zeros(2, dtype=np.int64)
@@ -226,7 +229,7 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     counts["auction_bids"] = counts.get("auction_bids", 0) + int(counters[0])
     counts["auction_phases"] = counts.get("auction_phases", 0) + int(counters[1])
     if not settled:
-        return
+        return False
     free = -1
     while True:  # until no row is let go: a column let go gets price 0, which can undercut others
         if not square:
@@ -237,6 +240,7 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
         free = now_free
     solution.v[:], solution.col4row[:], solution.row4col[:] = v, col4row, row4col
     core_kernels.row_duals(indptr, indices, costs, solution.v, solution.u)
+    return True
 
 
 def _exact_costs(kernels, args, rows, cols):
@@ -294,6 +298,28 @@ def _assign_all(kernels, core, solution, args, square, counts) -> None:
         _restart(core, solution, square, counts, rows, cols, new_costs)
     counts["searches"] = counts.get("searches", 0) + int(counters[0])
     counts["columns_reached"] = counts.get("columns_reached", 0) + int(counters[1])
+
+
+def _make_matchable(kernels, core, args, counts) -> None:
+    """Grow the core until it matches every row, ignoring costs (the auction settles only on a
+    core that does; without it the exact searches start from a cold start, each reaching most
+    columns: two shifted clouds of 3000 points took 25 s, 3.6 s with it): a search for a free
+    column over any edges from each row in turn, and where one finds none, edges from the rows
+    it reached to their nearest free columns."""
+    from ..backends.cpu import points as core_kernels
+
+    n, m = core.n_rows, core.n_cols
+    col4row, row4col = np.full(n, -1, dtype=np.int64), np.full(m, -1, dtype=np.int64)
+    counters, scanned = np.zeros(3, dtype=np.int64), np.empty(n, dtype=np.int64)
+    rows = np.arange(n, dtype=np.int64)
+    while rows.size:
+        indptr, indices, _ = core.csr()
+        stuck = core_kernels.match_rows(indptr, indices, col4row, row4col, rows, scanned, counters)
+        if stuck < 0:
+            break
+        core.add(*_to_free_columns(kernels, args, scanned[: counters[2]], row4col))
+        counts["unmatchable"] = counts.get("unmatchable", 0) + 1
+        rows = rows[stuck:]
 
 
 def _to_free_columns(kernels, args, rows, row4col):

@@ -150,6 +150,52 @@ def _pop(keys, items, size):
 
 
 @njit(cache=True)
+def match_rows(indptr, indices, col4row, row4col, rows, scanned, counters):
+    """A matching of each row of ``rows`` in turn over the graph's edges, costs ignored: a
+    breadth-first search of alternating paths from the row to the first free column it sees.
+    Returns -1, or the position in ``rows`` of a row no path leaves from; ``scanned[:counters[2]]``
+    then lists the rows its search reached. ``counters``: [0] searches, [1] columns reached, [2]
+    rows in the failed search."""
+    m = row4col.shape[0]
+    pred = np.empty(m, dtype=np.int64)
+    seen = np.zeros(m, dtype=np.bool_)
+    touched = np.empty(m, dtype=np.int64)
+    queue = np.empty(col4row.shape[0], dtype=np.int64)
+    for position in range(rows.shape[0]):
+        start = rows[position]
+        if col4row[start] >= 0:
+            continue
+        counters[0] += 1
+        queue[0] = start
+        head, tail, n_touched, sink = 0, 1, 0, -1
+        while head < tail and sink < 0:
+            i = queue[head]
+            head += 1
+            for e in range(indptr[i], indptr[i + 1]):
+                j = indices[e]
+                if seen[j]:
+                    continue
+                seen[j] = True
+                touched[n_touched] = j
+                n_touched += 1
+                pred[j] = i
+                if row4col[j] < 0:
+                    sink = j
+                    break
+                queue[tail] = row4col[j]
+                tail += 1
+        counters[1] += n_touched
+        for t in range(n_touched):
+            seen[touched[t]] = False
+        if sink < 0:
+            scanned[:tail] = queue[:tail]
+            counters[2] = tail
+            return position
+        flip_path(pred, col4row, row4col, sink, start)
+    return -1
+
+
+@njit(cache=True)
 def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters):
     """Shortest augmenting paths on a sparse graph (CSR rows ``indptr``/``indices``/``costs``,
     absent pairs forbidden), one per row of ``rows`` in order, from feasible duals ``u``, ``v``

@@ -73,11 +73,12 @@ def _matrix_paths(device: str, dtype) -> list[tuple[str, Callable[[], object]]]:
 
 def _point_paths(device: str) -> list[tuple[str, Callable[[], object]]]:
     from .points import solve_points
+    from .points.screen import SCREEN_MIN_DIM
     from .points.search import TREE_MAX_DIM
 
     rng = np.random.default_rng(0)
     paths = []
-    for dims in (2, TREE_MAX_DIM + 1):  # through the k-d trees, and by scanning every pair
+    for dims in (2, TREE_MAX_DIM + 1, SCREEN_MIN_DIM):  # k-d trees, a scan of every pair, matrix products
         a, b = rng.random((4 * SIDE, dims)), rng.random((3 * SIDE, dims))
         for x, y in ((a, a[::-1]), (a, b), (b, a), (a.astype(np.float32), b.astype(np.float32))):
             paths.append((f"points d={dims} {len(x)}x{len(y)} {x.dtype}",

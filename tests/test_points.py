@@ -14,9 +14,12 @@ from scipy.spatial.distance import cdist
 
 import dlap
 from dlap import generate
+from dlap.points.core import PRICING_RTOL
 from dlap.points.metrics import METRICS
 
 from .helpers import assert_valid
+
+SCREENED_METRICS = ["euclidean", "sqeuclidean", "cosine"]
 
 
 def _dense(a, b, metric, p):
@@ -271,3 +274,47 @@ def test_cupy_points_are_solved_on_the_gpu_and_answered_there():
     assert result.stats.device == "gpu" and isinstance(result.row_ind, cupy.ndarray)
     assert result.verify().optimal
     assert result.objective == pytest.approx(dlap.solve_points(a, b, device="cpu").objective, rel=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 60), m=st.integers(1, 60), d=st.integers(1, 40), metric=st.sampled_from(SCREENED_METRICS),
+       maximize=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31 - 1),
+       copies=st.booleans(), k=st.integers(1, 8))
+def test_matrix_products_give_the_scans_answers(n, m, d, metric, maximize, dtype, seed, copies, k):
+    """dlap.points.screen: each row's nearest columns and pricing through matrix products are
+    the scan's to the bit (the same columns, costs, violators and order), near-ties included
+    (copies: columns that repeat a few points, more within reach than a row's buffer holds)."""
+    from dlap.backends.cpu import points as kernels
+    from dlap.points.metrics import METRIC_IDS, norms
+    from dlap.points.screen import Screen
+
+    rng = np.random.default_rng(seed)
+    a, b = rng.random((n, d)).astype(dtype), rng.random((m, d)).astype(dtype)
+    if copies:
+        b = b[rng.integers(0, min(3, m), m)]
+    na, nb = norms(a, metric, np), norms(b, metric, np)
+    args = (a, b, na, nb, METRIC_IDS[metric], 0.0, -1.0 if maximize else 1.0)
+    screen = Screen(kernels, *args)
+    k = min(k, m)
+    found = [(np.empty((n, k), dtype=np.int64), np.empty((n, k))) for _ in range(2)]
+    kernels.nearest_columns(*args, k, *found[0])
+    screen.nearest_columns(k, *found[1])
+    np.testing.assert_array_equal(found[0][0], found[1][0])
+    np.testing.assert_array_equal(found[0][1], found[1][1])
+    u, v = rng.random(n) * 0.5, -rng.random(m) * 0.5  # duals that many pairs violate
+    priced = [(np.full((n, 4), -7, dtype=np.int64), np.full((n, 4), 7.0), np.empty(n, dtype=np.int64)) for _ in range(2)]
+    kernels.price(*args, u, v, PRICING_RTOL, *priced[0])
+    screen.price(u, v, PRICING_RTOL, *priced[1])
+    for scanned, screened in zip(*priced, strict=True):
+        np.testing.assert_array_equal(scanned, screened)
+
+
+def test_points_of_many_coordinates_are_screened():
+    from dlap.points.search import PairSearch
+
+    a, b = generate.points("embeddings", 300, 250, dim=40, seed=1)
+    result = _check(a, b, "cosine")
+    assert result.stats.phase_counts["pricing_rounds"] >= 1
+    assert PairSearch(None, a, b, np.ones(300), np.ones(250), "cosine", 0.0, 1.0).screened
+    assert not PairSearch(None, a[:, :20], b[:, :20], np.ones(300), np.ones(250), "cosine", 0.0, 1.0).screened
+    assert not PairSearch(None, a, b, np.ones(300), np.ones(250), "cityblock", 0.0, 1.0).screened

@@ -42,6 +42,8 @@ def _calls():
     yield "points, 12-D, float32", lambda: dlap.solve_points(rng.random((200, 12), dtype=np.float32),
                                                              rng.random((150, 12), dtype=np.float32), device="cpu")
     yield "points, cityblock", lambda: dlap.solve_points(b, a, "cityblock", device="cpu")
+    yield "points, 40-D, cosine", lambda: dlap.solve_points(rng.random((120, 40)), rng.random((90, 40)), "cosine",
+                                                            device="cpu")
     side = 1030  # above dlap.threads.SERIAL_MAX_ENTRIES: the kernels' thread-team twins
     yield "uniform, thread team", lambda: dlap.solve(generate.uniform(side, 1.0, seed=3), device="cpu")
     yield "geometric, thread team", lambda: dlap.solve(generate.geometric(side, seed=3), device="cpu")

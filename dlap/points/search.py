@@ -1,7 +1,8 @@
 """Each row's nearest columns and the pricing of every pair, for the sparse-core engine: through
 k-d trees on the host (:mod:`dlap.backends.cpu.kdtree`) where the points have a few coordinates,
-whichever device holds them, else by the device's kernels, which scan every pair. Both give the
-same answers (the GPU's costs are the CPU's to the bit)."""
+whichever device holds them; else, for host points and a metric of dot products, through matrix
+products (:mod:`.screen`); else by the device's kernels, which scan every pair. All give the same
+answers (the GPU's costs are the CPU's to the bit)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from ..device import to_host
 from .metrics import METRIC_IDS
+from .screen import SCREEN_MIN_DIM, SCREENED, Screen
 
 #: k-d trees answer the queries up to this many coordinates; above it most boxes are near every
 #: point and the kernels' scan of every pair is faster
@@ -27,6 +29,11 @@ class PairSearch:
             a, b, a_norms, b_norms = (to_host(x).astype(np.float64) for x in (a, b, a_norms, b_norms))
         self.a, self.b, self.a_norms, self.b_norms = a, b, a_norms, b_norms
         self._built = {}
+        self.screened = (a.shape[1] >= SCREEN_MIN_DIM and self.metric in SCREENED
+                         and isinstance(a, np.ndarray))  # host points: a GPU scans them faster
+
+    def _screen(self, a, b, a_norms, b_norms) -> Screen:
+        return Screen(self.kernels, a, b, a_norms, b_norms, self.metric, self.p, self.sign)
 
     def _tree(self, points, point_norms):
         """The k-d tree over ``points`` (made once), in its coordinates: float64, normalised for cosine."""
@@ -55,6 +62,8 @@ class PairSearch:
             from ..backends.cpu import kdtree
 
             kdtree.nearest_columns(self._tree(b, b_norms), *args)
+        elif self.screened:
+            self._screen(a, b, a_norms, b_norms).nearest_columns(k, index, cost)
         else:
             self.kernels.nearest_columns(*args)
         return index, cost
@@ -73,6 +82,8 @@ class PairSearch:
             ceilings = np.empty(tree[1].shape[0])
             kdtree.column_ceilings(tree, v, ceilings)
             kdtree.price(tree, ceilings, *args)
+        elif self.screened:
+            self._screen(self.a, self.b, self.a_norms, self.b_norms).price(u, v, rtol, index, reduced, count)
         else:
             self.kernels.price(*args)
 

@@ -104,6 +104,61 @@ def price(a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count):
 
 
 @prange_kernel
+def dot_costs(dots, a_len, b_len, na, nb, lo, metric, sign):
+    """In place: ``dots[r, j]`` (row ``lo + r``'s dot product with column j, from a matrix product)
+    becomes ``sign * metric`` computed from it and the points' lengths (cosine: their norms) --
+    :mod:`dlap.points.screen`'s approximate costs."""
+    for r in prange(dots.shape[0]):
+        i = lo + r
+        for j in range(dots.shape[1]):
+            if metric == 4:  # cosine
+                c = 1.0 - dots[r, j] / (na[i] * nb[j])
+            else:
+                c = max(a_len[i] * a_len[i] + b_len[j] * b_len[j] - 2.0 * dots[r, j], 0.0)
+                if metric == 0:
+                    c = math.sqrt(c)
+            dots[r, j] = sign * c
+
+
+@prange_kernel
+def within_reach(approx, bound, k, index, count):
+    """Row r's columns whose approximate cost is within ``2 * bound[r]`` of its k-th smallest
+    (the columns its exact k cheapest can be): the first ``index.shape[1]`` into ``index[r]``,
+    their number into ``count[r]`` (more than fit: the caller computes the row whole)."""
+    width = index.shape[1]
+    for r in prange(approx.shape[0]):
+        best = np.full(k, np.inf)
+        for j in range(approx.shape[1]):
+            c = approx[r, j]
+            if c < best[k - 1]:
+                t = k - 1
+                while t > 0 and c < best[t - 1]:
+                    best[t] = best[t - 1]
+                    t -= 1
+                best[t] = c
+        reach = best[k - 1] + 2.0 * bound[r]
+        found = 0
+        for j in range(approx.shape[1]):
+            if approx[r, j] <= reach:
+                if found < width:
+                    index[r, found] = j
+                found += 1
+        count[r] = found
+
+
+@prange_kernel
+def unsettled(approx, u, v, lo, bound, rounding, out):
+    """``out[r, j]``: whether pair (lo + r, j)'s reduced cost from its approximate cost could be
+    below 0 (within ``bound[r]``, and ``rounding`` of the terms for the subtraction) -- the pairs
+    :mod:`dlap.points.screen`'s pricing computes exactly."""
+    for r in prange(approx.shape[0]):
+        ui = u[lo + r]
+        for j in range(approx.shape[1]):
+            c = approx[r, j]
+            out[r, j] = c - ui - v[j] < bound[r] + rounding * (abs(c) + abs(ui) + abs(v[j]))
+
+
+@prange_kernel
 def block_costs(a, b, na, nb, metric, p, sign, start, out):
     """``out[r, j] = c[start + r, j]`` for the rows of ``out``."""
     for r in prange(out.shape[0]):

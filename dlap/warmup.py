@@ -36,8 +36,6 @@ def _structured(dtype, rows: int, cols: int, seed: int) -> np.ndarray:
 
 def _matrix_paths(device: str, dtype) -> list[tuple[str, Callable[[], object]]]:
     from .api import solve
-    from .backends.base import NARROWER
-    from .backends.cpu.backend import NARROW_MIN_ENTRIES
     from .batch import solve_batch
     from .dgs.loading import load_dgs_kernels
 
@@ -55,10 +53,6 @@ def _matrix_paths(device: str, dtype) -> list[tuple[str, Callable[[], object]]]:
             options = {key: value for key, value in variant.items() if key != "shape"}
             cost = _structured(dtype, *variant["shape"], seed=k)
             paths.append((f"{method} {cost.shape[0]}x{cost.shape[1]} {options}", solved(cost, method=method, **options)))
-    if np.dtype(dtype) in NARROWER:  # a matrix large enough for the ε-phases' half-width copy
-        side = math.isqrt(NARROW_MIN_ENTRIES - 1) + 1
-        cost = _structured(dtype, side, side, seed=6)
-        paths.append((f"scaling {side}x{side} (half-width copy)", solved(cost, method="scaling")))
     stacked = np.stack([_structured(dtype, SIDE // 4, SIDE // 4, seed) for seed in range(4)])
     ragged = [_structured(dtype, *shape, seed=3) for shape in ((8, 12), (12, 8), (10, 10))]
     paths.append(("batch", lambda: solve_batch(stacked, device=device, duals=True).verify(0, stacked[0])))
@@ -97,8 +91,7 @@ def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None) -
     start = time.perf_counter()
     for where in devices:
         paths = [path for dtype in WORKING_DTYPES for path in _matrix_paths(where, dtype)] + _point_paths(where)
-        if where == "cpu":
-            paths.append(("thread-team twins", _team_twins))
+        paths.append(("large solves", lambda where=where: for_large_solves(where)))
         for name, run in paths:
             began = time.perf_counter()
             run()
@@ -107,8 +100,18 @@ def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None) -
     return time.perf_counter() - start
 
 
-def _team_twins() -> None:
-    """The tiny solves ran on one thread: the kernels a thread team runs, for the same types."""
+def for_large_solves(device: str = "cpu") -> None:
+    """What solves of small problems leave for large ones to compile: the thread team's twins of
+    the CPU kernels compiled so far (small solves run on one thread; the GPU's solves of points
+    search on the host too), and on the CPU ε-scaling's half-width copies of float64 and int64
+    matrices (made from 2**21 entries). The benchmarks call it after their small warm-ups."""
+    from .api import solve
+    from .backends.base import NARROWER
+    from .backends.cpu.backend import NARROW_MIN_ENTRIES
     from .backends.cpu.numba_setup import compile_team_twins
 
+    if device == "cpu":
+        side = math.isqrt(NARROW_MIN_ENTRIES - 1) + 1
+        for dtype in NARROWER:
+            solve(_structured(dtype, side, side, seed=6), method="scaling", device="cpu")
     compile_team_twins()

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..batch import solve_batch
+from ..warmup import for_large_solves
 from .records import Records
 
 #: (name, batch size, rows, columns, dtype); rows None: ragged, 0-100 targets against the columns
@@ -130,6 +131,7 @@ def run(names, repeat: int = 3, seed: int = 0, out=None, echo=print, cases=BATCH
         small = batch((case[0], 4, case[2] and min(case[2], 8), min(case[3], 8), case[4]), seed)
         for _, solve, place in chosen:
             solve(place(small) if place else small)
+    for_large_solves("cpu")  # (a large batch runs on the thread team)
     records = []
     with Records(out) as sink:
         for case in cases:

@@ -18,6 +18,7 @@ import time
 
 from .. import generate
 from ..api import solve
+from ..warmup import for_large_solves
 from .records import Records
 
 #: family -> (generator(n, seed), maximize)
@@ -55,6 +56,7 @@ def run(sizes=None, families=None, device: str = "gpu", seed: int = 0, out=None,
         solve(warm, maximize=maximize, device=device)
         for switching in switchings:
             solve(warm, maximize=maximize, device=device, method="dgs", switching=switching)
+    for_large_solves(device)
     records = []
     largest = {}  # family -> (n, seconds) of the largest instance the exact solver solved
     with Records(out) as sink:

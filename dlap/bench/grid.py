@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import generate
 from ..api import solve
+from ..warmup import for_large_solves
 from .records import Records
 
 #: HyLAC hybrid on one H200, host matrix in -> assignment out (docs/benchmarks.md, "Anchors"; measured
@@ -215,6 +216,7 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
     for device in sorted({peer.device for peer in solvers if peer.name.startswith("dlap")}):
         for warm in warmups:  # the ε-scaling engine too: "auto" may hand a larger instance over
             solve(warm, method="scaling", device=device)
+        for_large_solves(device)
     records = []
     largest = {}  # (peer, family, f) -> (n, seconds) of the largest instance a CPU peer solved
     with Records(out) as sink:

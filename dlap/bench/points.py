@@ -23,6 +23,7 @@ from ..generate import points
 from ..points.costs import PointCosts
 from ..points.metrics import check_metric
 from ..points.solve import solve_points
+from ..warmup import for_large_solves
 from .records import Records
 
 POINTS_SIZES = [10000, 100000]
@@ -56,6 +57,7 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, fa
         for family, n in ((family, n) for family in families for n in sizes):
             metric = "cosine" if family == "embeddings" else "euclidean"
             solve_points(*_points(family, 300, seed + 1, device), metric, device=device)  # compile before timing
+            for_large_solves(device)
             a, b = _points(family, n, seed, device)
             _synchronize(device)
             started = time.perf_counter()

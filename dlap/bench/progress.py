@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from .. import generate
+from ..warmup import for_large_solves
 from .records import append, machine
 
 #: name -> (what it solves, the same on a small instance: loads every kernel the case uses)
@@ -61,6 +62,7 @@ def run(cases: dict | None = None, device: str = "cpu", out=None, echo=print) ->
     records = []
     for name, (family, n, options) in (cases or CASES).items():
         _solver(family, max(64, n // 20), options, device)(None)  # compile or load its kernels
+        for_large_solves(device)
         reports, seconds = _timed(_solver(family, n, options, device))
         records.append({"suite": "progress", "case": name, "device": device, "seconds": seconds,
                         "reports": reports, **host})

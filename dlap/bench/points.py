@@ -2,13 +2,15 @@
 (default: uniform in the unit square), beside dlap's dense engine on the same costs as a matrix
 where the matrix fits.
 
-For every family and size (Euclidean; cosine for ``embeddings``): the sparse-core engine's time from the points to the certified assignment's
-indices (points on the device named, as NumPy or CuPy arrays, before the timer starts), its
-phases (candidates, core solve, pricing), rounds and core size, the peak memory (the process's
-resident set; on the GPU the memory pool's peak too), and ``verify()``'s all-pairs proof: through
-k-d trees for the host's points (any size), by a scan of every pair for the GPU's, where it stays
-within ``VERIFY_PAIRS``. The dense engine (``dlap.solve`` on the matrix of
-the same costs, made on the device) runs where the matrix has at most ``DENSE_PAIRS`` entries.
+For every family and size (Euclidean; cosine for ``embeddings``), after untimed runs that compile
+every kernel (on the GPU one at the size itself: CuPy compiles some kernels per size): the
+sparse-core engine's time from the points to the certified assignment's indices (points on the
+device named, as NumPy or CuPy arrays, before the timer starts), its phases (candidates, core
+solve, pricing), rounds and core size, the peak memory (the process's resident set; on the GPU
+the memory pool's peak too), and ``verify()``'s all-pairs proof: through k-d trees for the host's
+points (any size), by a scan of every pair for the GPU's, where it stays within
+``VERIFY_PAIRS``. The dense engine (``dlap.solve`` on the matrix of the same costs, made on the
+device) runs where the matrix has at most ``DENSE_PAIRS`` entries.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, fa
             solve_points(*_points(family, 300, seed + 1, device), metric, device=device)  # compile before timing
             for_large_solves(device)
             a, b = _points(family, n, seed, device)
+            if device == "gpu":  # one untimed run at this size: CuPy compiles some of its kernels per size
+                solve_points(a, b, metric, device=device)
             _synchronize(device)
             started = time.perf_counter()
             result = solve_points(a, b, metric, device=device)
@@ -81,6 +85,9 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, fa
                 record["verify_s"] = round(time.perf_counter() - started, 3)
             if n * n <= DENSE_PAIRS[device]:
                 matrix = PointCosts(a, b, metric, check_metric(metric, None), device)[0:n]
+                solve(matrix[:300, :300], device=device)  # the dense engine's kernels, compiled untimed
+                if device == "gpu":
+                    solve(matrix, device=device)
                 _synchronize(device)
                 started = time.perf_counter()
                 dense = solve(matrix, device=device)

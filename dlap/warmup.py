@@ -1,16 +1,18 @@
 """Compile every solver's kernels ahead of the first real solve: for images, CI and clusters.
 
-A fresh install compiles dlap's CPU kernels (Numba) on their first call, about 4 to 30 s a path
+A fresh install compiles dlap's CPU kernels (Numba) on their first call, about 2 to 5 s a path
 on a 2-core machine, and the GPU's (NVRTC) likewise; both land in a disk cache (Numba's:
 :func:`dlap.backends.cpu.numba_setup.cache_dir`; CuPy's: ``~/.cupy/kernel_cache``), so later
 processes only load them. :func:`warmup` runs tiny solves that reach every phase of every
-method, for each matrix dtype a solver reads, plus batches, DGS, point sets and the certificate,
-so that the cache holds them all; ``dlap warmup`` runs it from the command line. Run it once
-where an image is built, or before a test suite.
+method, for each matrix dtype a solver reads, plus batches, DGS, point sets, the certificate and
+a Dask rank's solve of each method (where the ``distributed`` extra is installed), then what
+large solves add (:func:`for_large_solves`), so that the cache holds them all; ``dlap warmup``
+runs it from the command line. Run it once where an image is built, or before a test suite.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
 from collections.abc import Callable
@@ -65,6 +67,26 @@ def _matrix_paths(device: str, dtype) -> list[tuple[str, Callable[[], object]]]:
     return paths
 
 
+#: the Dask engine's rank methods (``auto``: auto's split, the method its variant)
+RANK_METHODS = (("classical", False), ("tree", False), ("hybrid", False), ("scaling", False), ("tree", True))
+
+
+def _dask_rank_paths() -> list[tuple[str, Callable[[], object]]]:
+    """A CPU rank's solve of each method and dtype, alone in this process (where the
+    ``distributed`` extra is installed): its kernels beyond dlap.solve's (rounds of bids, slab
+    offers, the certificate over slabs)."""
+    if importlib.util.find_spec("distributed") is None:
+        return []
+
+    def solved(dtype, method, auto):
+        from .distributed.rank.engine import solve_alone_here
+
+        return lambda: solve_alone_here(_structured(dtype, SIDE, SIDE, seed=7), method, auto)
+
+    return [(f"dask rank {'auto ' if auto else ''}{method} {dtype}", solved(dtype, method, auto))
+            for dtype in WORKING_DTYPES for method, auto in RANK_METHODS]
+
+
 def _point_paths(device: str) -> list[tuple[str, Callable[[], object]]]:
     from .points import solve_points
     from .points.screen import SCREEN_MIN_DIM
@@ -91,6 +113,8 @@ def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None) -
     start = time.perf_counter()
     for where in devices:
         paths = [path for dtype in WORKING_DTYPES for path in _matrix_paths(where, dtype)] + _point_paths(where)
+        if where == "cpu":
+            paths += _dask_rank_paths()
         paths.append(("large solves", lambda where=where: for_large_solves(where)))
         for name, run in paths:
             began = time.perf_counter()

@@ -3,8 +3,11 @@
 import fractions
 import itertools
 import math
+import sys
 
 import numpy as np
+from numba.core import event
+from numba.core.dispatcher import Dispatcher
 from scipy.optimize import linear_sum_assignment as scipy_lsa
 
 import dlap
@@ -172,3 +175,28 @@ def assert_same_optimum(cost, maximize=False, **options):
     assert_scipy_objective(result, cost, picked, maximize)
     assert_valid(result, cost, maximize)
     return result
+
+
+class Compiles(event.Listener):
+    """The Numba kernels compiled (not loaded from the cache) while it is registered."""
+
+    def __init__(self):
+        self.kernels = []
+
+    def on_start(self, ev):
+        self.kernels.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev):
+        pass
+
+
+def kernel_versions() -> dict:
+    """How many versions each of dlap's CPU kernels holds in this process (compiled, or loaded
+    from the disk cache, which raises no compile event)."""
+    found = {}
+    for module in [m for name, m in sys.modules.items() if name.startswith("dlap.backends.cpu.")]:
+        for kernel in vars(module).values():
+            for twin in (kernel, getattr(kernel, "serial", None), getattr(kernel, "parallel", None)):
+                if isinstance(twin, Dispatcher):
+                    found[twin.py_func.__qualname__] = len(twin.signatures)
+    return found

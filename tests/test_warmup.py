@@ -1,28 +1,14 @@
 """``dlap warmup``: after it, no solve of the CPU's public paths compiles a kernel."""
 
-import sys
-
 import numpy as np
 import pytest
 from numba.core import event
-from numba.core.dispatcher import Dispatcher
 
 import dlap
 from dlap import cli, generate
 from dlap.warmup import warmup
 
-
-class _Compiles(event.Listener):
-    """The Numba kernels compiled (not loaded from the cache) while it is registered."""
-
-    def __init__(self):
-        self.kernels = []
-
-    def on_start(self, ev):
-        self.kernels.append(ev.data["dispatcher"].py_func.__qualname__)
-
-    def on_end(self, ev):
-        pass
+from .helpers import Compiles, kernel_versions
 
 
 def _calls():
@@ -52,28 +38,16 @@ def _calls():
         np.rint(generate.geometric(wide, seed=4) * 1e6).astype(np.int64), method="scaling", device="cpu")
 
 
-def _versions() -> dict:
-    """How many versions each of dlap's CPU kernels holds in this process (compiled, or loaded
-    from the disk cache, which raises no compile event)."""
-    found = {}
-    for module in [m for name, m in sys.modules.items() if name.startswith("dlap.backends.cpu.")]:
-        for kernel in vars(module).values():
-            for twin in (kernel, getattr(kernel, "serial", None), getattr(kernel, "parallel", None)):
-                if isinstance(twin, Dispatcher):
-                    found[twin.py_func.__qualname__] = len(twin.signatures)
-    return found
-
-
 def test_after_warmup_the_public_cpu_paths_compile_nothing():
     warmup("cpu")
-    compiles = _Compiles()
+    compiles = Compiles()
     event.register("numba:compile", compiles)
     try:
         for name, call in _calls():
-            before, versions = len(compiles.kernels), _versions()
+            before, versions = len(compiles.kernels), kernel_versions()
             call()
             assert len(compiles.kernels) == before, f"{name} compiled {compiles.kernels[before:]}"
-            added = {kernel for kernel, count in _versions().items() if count != versions.get(kernel, 0)}
+            added = {kernel for kernel, count in kernel_versions().items() if count != versions.get(kernel, 0)}
             assert not added, f"{name} loaded versions of {added} that the warm-up did not"
     finally:
         event.unregister("numba:compile", compiles)

@@ -272,6 +272,20 @@ class HostComm(Comm):
         return self.allgather(x)[root]
 
 
+class LoneComm(HostComm):
+    """One rank alone: every collective gives back its own piece (a rank's solve run in this
+    process, as ``dlap warmup`` runs one to compile a rank's kernels)."""
+
+    def __init__(self):
+        super().__init__(0, 1)
+
+    def allgather(self, x):
+        return _xp(x).asarray(x)[None]
+
+    def abort(self):
+        pass
+
+
 class RPCComm(HostComm):
     """Collectives over Dask's worker-to-worker RPC, for CPU workers (and for a single GPU rank,
     whose CuPy arrays it returns as CuPy arrays).

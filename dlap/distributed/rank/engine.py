@@ -43,8 +43,9 @@ from ...hungarian import device_variant, run_method
 from ...problem import Problem, check_entries, scale_exponent, shifted, unscaled
 from ...progress import SolveProgress
 from ...result import Stats
-from .backend import DistributedBackend
-from .comm import CommAborted, NCCLComm, RPCComm, SocketComm, to_host
+from ...threads import get_num_threads
+from .backend import SPLIT_AXIS, DistributedBackend
+from .comm import CommAborted, LoneComm, NCCLComm, RPCComm, SocketComm, to_host
 
 #: seconds between progress events of rank 0 (the last one is always sent)
 PROGRESS_INTERVAL = 0.5
@@ -365,6 +366,20 @@ def _host_threads(slab, limit: int):
     from ...threads import solve_threads
 
     return solve_threads(slab.size, limit=limit)
+
+
+def solve_alone_here(matrix, method: str, auto: bool = False) -> None:
+    """One rank's solve of ``matrix`` (a minimisation in a working dtype, rows <= cols) and its
+    certificate, in this process, with ``method`` (``auto``: auto's split, ``method`` its variant)
+    and its collectives the identity (:class:`~.comm.LoneComm`): every kernel a CPU rank of
+    ``method`` runs is compiled or loaded (``dlap warmup``)."""
+    spec = RankSpec(solve_id="warm-up", rank=0, size=1, method=method, shape=matrix.shape,
+                    bounds=(0, matrix.shape[SPLIT_AXIS[method]]), integer=matrix.dtype.kind in "iu",
+                    comm=("lone",), auto=auto)
+    solver = DistributedSolver(_local_backend(matrix), matrix, spec, LoneComm())
+    with _host_threads(matrix, get_num_threads()):
+        solver.solve()
+        solver.certificate(matrix, 0)
 
 
 def _progress_events(worker, spec: RankSpec, live):

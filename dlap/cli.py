@@ -32,8 +32,9 @@ from .files import (
 from .options import METHODS, STARTS, SWITCHINGS
 
 DEMO_N = 2000
-#: the demo's warm-up instance: large enough that every phase runs, so all kernels are compiled
-DEMO_WARMUP_N = 100
+#: the top-left corner of a matrix the commands solve before the timed solve: large enough that
+#: every phase runs, so the timed solve compiles and loads no kernel
+WARM_CORNER = 100
 #: the errors the command reports on one line: bad input, a missing device or extra, a file,
 #: a cluster that cannot be reached or lost a worker
 USER_ERRORS = (ValueError, TypeError, RuntimeError, MemoryError, OSError, ImportError)
@@ -124,6 +125,8 @@ def cmd_solve(args) -> int:
     cost, label, maximize = _instance(args)
     if dgs.get("time_limit") is not None:
         _load_dgs_kernels(cost, args)
+    elif not dgs:
+        _load_kernels(cost, args.json, maximize=maximize, method=args.method, device=args.device)
     start = time.perf_counter()
     result = solve(cost, maximize=maximize, method=args.method, device=args.device, progress=True, **dgs)
     seconds = time.perf_counter() - start
@@ -131,6 +134,36 @@ def cmd_solve(args) -> int:
     if args.out:
         write_solution(args.out, result)
     return 0 if info["optimal"] or result.heuristic else 1  # a heuristic claims no optimality
+
+
+def _load_kernels(cost, as_json: bool, device: str, handover: bool = True, **options) -> None:
+    """Before the clock of the timed solve: the same solve of the matrix's top-left corner (its
+    dtype, device and options; for ``method="auto"`` the variant auto picks for the whole matrix,
+    and where it may hand a square matrix over (``handover``) ε-scaling too); where a CPU thread
+    team will solve the matrix, the team's twins of the kernels that compiled. A process's first
+    solve compiles or loads its kernels here, not in the time it reports."""
+    from .backends import backend
+    from .backends.cpu.numba_setup import compile_team_twins
+    from .hungarian import device_variant
+    from .threads import threads_for
+
+    start = time.perf_counter()
+    device = choose_device(cost, device)
+    corner = cost[:WARM_CORNER, :WARM_CORNER]
+    methods = [options.pop("method", "auto")]
+    if methods == ["auto"]:
+        methods = [device_variant(backend(device), cost)]
+        if handover and cost.shape[0] == cost.shape[1]:
+            methods.append("scaling")
+    for method in methods:
+        try:
+            solve(corner, device=device, method=method, **options)
+        except ValueError:  # a corner without a full assignment (forbidden pairs): the solve loads them
+            pass
+    if device == "cpu" and threads_for(cost.size) > 1:
+        compile_team_twins()
+    if not as_json and time.perf_counter() - start > 0.5:
+        print(f"(compiled or loaded the kernels in {time.perf_counter() - start:.1f} s; cached for later runs)")
 
 
 def _load_dgs_kernels(cost, args) -> None:
@@ -195,11 +228,7 @@ def cmd_demo(args) -> int:
     if not args.json:
         print(f"dlap demo: uniform integer costs in [0, {args.n}), {args.n} x {args.n}")
     device = choose_device(cost, "auto")  # the embedded default: the GPU when one is visible
-    start = time.perf_counter()
-    solve(generate.uniform(DEMO_WARMUP_N, 1.0), device=device)  # same method, dtype and device: compiles the kernels
-    warmup = time.perf_counter() - start
-    if not args.json and warmup > 0.5:
-        print(f"(compiled the kernels in {warmup:.1f} s; cached for later runs)")
+    _load_kernels(cost, args.json, device, handover=False)  # (uniform costs stay with the variants)
     start = time.perf_counter()
     result = solve(cost, device=device, progress=True)
     seconds = time.perf_counter() - start

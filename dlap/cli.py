@@ -137,19 +137,21 @@ def cmd_solve(args) -> int:
 
 
 def _load_kernels(cost, as_json: bool, device: str, handover: bool = True, **options) -> None:
-    """Before the clock of the timed solve: the same solve of the matrix's top-left corner (its
-    dtype, device and options; for ``method="auto"`` the variant auto picks for the whole matrix,
+    """Before the clock of the timed solve: the same solve of the matrix's top-left corner (on a
+    GPU one of up to ``GPU_WARM_UP_N`` rows; its dtype, device and options; for ``method="auto"`` the variant auto picks for the whole matrix,
     and where it may hand a square matrix over (``handover``) ε-scaling too); where a CPU thread
     team will solve the matrix, the team's twins of the kernels that compiled. A process's first
     solve compiles or loads its kernels here, not in the time it reports."""
     from .backends import backend
     from .backends.cpu.numba_setup import compile_team_twins
+    from .dgs.loading import GPU_WARM_UP_N
     from .hungarian import device_variant
     from .threads import threads_for
 
     start = time.perf_counter()
     device = choose_device(cost, device)
-    corner = cost[:WARM_CORNER, :WARM_CORNER]
+    side = GPU_WARM_UP_N if device == "gpu" else WARM_CORNER  # CuPy compiles some kernels per size
+    corner = cost[:side, :side]
     methods = [options.pop("method", "auto")]
     if methods == ["auto"]:
         methods = [device_variant(backend(device), cost)]

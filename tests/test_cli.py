@@ -228,7 +228,8 @@ def test_solve_on_a_dask_cluster(tmp_path, capsys):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster:
         assert run("solve", str(path), "--scheduler", cluster.scheduler_address, "--json") == 0
     info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    alone = solve(generate.uniform(90, 10), device="cpu")  # (the cluster's workers are the CPU's)
+    # one rank, on the device its worker chose ("auto": a GPU where the workers see one)
+    alone = solve(generate.uniform(90, 10), device="gpu" if "gpu" in info["device"] else "cpu")
     assert info["method"] == f"distributed-{alone.stats.method}" and info["objective"] == alone.objective  # one rank
     assert run("solve", "--workers", "2", "--method", "dgs") == 2
     assert "runs --method auto, classical, hybrid, scaling, tree" in capsys.readouterr().err

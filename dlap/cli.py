@@ -148,6 +148,8 @@ def _load_kernels(cost, as_json: bool, device: str, handover: bool = True, **opt
     from .hungarian import device_variant
     from .threads import threads_for
 
+    if not cost.size:
+        return
     start = time.perf_counter()
     device = choose_device(cost, device)
     side = GPU_WARM_UP_N if device == "gpu" else WARM_CORNER  # CuPy compiles some kernels per size
@@ -165,7 +167,8 @@ def _load_kernels(cost, as_json: bool, device: str, handover: bool = True, **opt
     if device == "cpu" and threads_for(cost.size) > 1:
         compile_team_twins()
     if not as_json and time.perf_counter() - start > 0.5:
-        print(f"(compiled or loaded the kernels in {time.perf_counter() - start:.1f} s; cached for later runs)")
+        print(f"(compiled or loaded the kernels in {time.perf_counter() - start:.1f} s; cached for later runs)",
+              file=sys.stderr)
 
 
 def _load_dgs_kernels(cost, args) -> None:
@@ -175,7 +178,8 @@ def _load_dgs_kernels(cost, args) -> None:
     start = time.perf_counter()
     load_dgs_kernels(cost.dtype, choose_device(cost, args.device))
     if not args.json and time.perf_counter() - start > 0.5:
-        print(f"(loaded the DGS kernels in {time.perf_counter() - start:.1f} s, before the deadline's clock)")
+        print(f"(loaded the DGS kernels in {time.perf_counter() - start:.1f} s, before the deadline's clock)",
+              file=sys.stderr)
 
 
 def _solve_distributed(args) -> int:

@@ -49,9 +49,9 @@ def assigned_share(n_free: int, n_rows: int) -> float:
 class Progress:
     """Sends :class:`SolveProgress` to ``callback`` at each new stage and at most every
     ``interval`` s within one (the end always), each stage's own share mapped into the part of
-    the solve it was given (:meth:`stage`); the fraction never goes back. ``policy(n_free)``, asked after every optimality check of a
-    variant, says whether to stop (``method="auto"``'s hand-over to ε-scaling): the variants'
-    loops end once ``stopped``."""
+    the solve it was given (:meth:`stage`); the fraction never goes back. ``policy(n_free)``,
+    asked after every optimality check of a variant, says whether to stop (``method="auto"``'s
+    hand-over to ε-scaling): the variants' loops end once ``stopped``."""
 
     def __init__(self, callback, total: int, interval: float = 0.1, policy=None):
         self.callback, self.total, self.interval, self.policy = callback, total, interval, policy

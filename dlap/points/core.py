@@ -302,10 +302,9 @@ def _assign_all(kernels, core, solution, args, square, counts) -> None:
 
 def _make_matchable(kernels, core, args, counts) -> None:
     """Grow the core until it matches every row, ignoring costs (the auction settles only on a
-    core that does; without it the exact searches start from a cold start, each reaching most
-    columns: two shifted clouds of 3000 points took 25 s, 3.6 s with it): a search for a free
-    column over any edges from each row in turn, and where one finds none, edges from the rows
-    it reached to their nearest free columns."""
+    core that does; without its prices the exact searches start cold and each reaches most
+    columns): a search for a free column over any edges from each row in turn, and where one
+    finds none, edges from the rows it reached to their nearest free columns."""
     from ..backends.cpu import points as core_kernels
 
     n, m = core.n_rows, core.n_cols

@@ -138,10 +138,11 @@ def cmd_solve(args) -> int:
 
 def _load_kernels(cost, as_json: bool, device: str, handover: bool = True, **options) -> None:
     """Before the clock of the timed solve: the same solve of the matrix's top-left corner (on a
-    GPU one of up to ``GPU_WARM_UP_N`` rows; its dtype, device and options; for ``method="auto"`` the variant auto picks for the whole matrix,
-    and where it may hand a square matrix over (``handover``) ε-scaling too); where a CPU thread
-    team will solve the matrix, the team's twins of the kernels that compiled. A process's first
-    solve compiles or loads its kernels here, not in the time it reports."""
+    GPU one of up to ``GPU_WARM_UP_N`` rows; its dtype, device and options; for
+    ``method="auto"`` the variant auto picks for the whole matrix, and where it may hand a square
+    matrix over (``handover``) ε-scaling too); where a CPU thread team will solve the matrix, the
+    team's twins of the kernels that compiled. A process's first solve compiles or loads its
+    kernels here, not in the time it reports."""
     from .backends import backend
     from .backends.cpu.numba_setup import compile_team_twins
     from .dgs.loading import GPU_WARM_UP_N

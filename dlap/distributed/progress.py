@@ -4,10 +4,10 @@ Rank 0 logs an event on the topic ``dlap-progress-<solve id>`` about twice a sec
 of a :class:`~dlap.progress.SolveProgress`: the estimated share of the work done, the stage,
 matched rows, elapsed seconds; and the counters the dashboard shows); the client subscribes to it
 and drives a progress bar or the caller's ``progress(update)`` callback. The events stay in the
-scheduler's event log (``client.get_events(topic)``). On the dashboard the solve's tasks carry their role in
-their names: ``dlap-read-zarr`` or ``dlap-cut`` (pieces of a slab), ``dlap-open-slab`` and
-``dlap-write-slab`` (a slab filled piece by piece), then ``dlap-slab`` (placement, per rank) and
-``dlap-solve-<method>`` (the long task of each rank).
+scheduler's event log (``client.get_events(topic)``). On the dashboard the solve's tasks carry
+their role in their names: ``dlap-read-zarr`` or ``dlap-cut`` (pieces of a slab),
+``dlap-open-slab`` and ``dlap-write-slab`` (a slab filled piece by piece), then ``dlap-slab``
+(placement, per rank) and ``dlap-solve-<method>`` (the long task of each rank).
 """
 
 from __future__ import annotations

@@ -34,6 +34,18 @@ def _blocks(n_rows: int, n_cols: int):
         yield lo, min(n_rows, lo + step)
 
 
+def _first_of_each_row(lo: int, rows, cols, keys, index, values) -> None:
+    """Row ``lo + r``'s pairs ``(cols, keys)`` sorted by key, then column (the kernels' order:
+    :func:`dlap.backends.cpu.points.insert_sorted`), as many as ``index`` has columns, into
+    ``index`` and ``values``."""
+    order = np.lexsort((cols, keys, rows))
+    rows, cols, keys = rows[order], cols[order], keys[order]
+    rank = np.arange(rows.shape[0]) - np.searchsorted(rows, rows)
+    kept = rank < index.shape[1]
+    index[lo + rows[kept], rank[kept]] = cols[kept]
+    values[lo + rows[kept], rank[kept]] = keys[kept]
+
+
 class Screen:
     """The products' view of rows ``a`` and columns ``b`` (host float64) under ``metric``."""
 
@@ -83,22 +95,14 @@ class Screen:
                                    np.repeat(np.flatnonzero(whole), m)))
             listed = (np.arange(width)[None, :] < found[:, None]) & ~whole[:, None]
             cols = np.concatenate((reach[listed], np.tile(np.arange(m), int(whole.sum()))))
-            exact = self._exact(rows + lo, cols)
-            order = np.lexsort((cols, exact, rows))
-            rows, cols, exact = rows[order], cols[order], exact[order]
-            rank = np.arange(rows.shape[0]) - np.searchsorted(rows, rows)
-            kept = rank < k
             index[lo:hi].fill(-1)
             cost[lo:hi].fill(np.inf)
-            index[lo + rows[kept], rank[kept]] = cols[kept]
-            cost[lo + rows[kept], rank[kept]] = exact[kept]
+            _first_of_each_row(lo, rows, cols, self._exact(rows + lo, cols), index, cost)
 
     def price(self, u, v, rtol: float, index, reduced, count) -> None:
         """The kernels' pricing (:func:`dlap.backends.cpu.points.price`): the pairs whose reduced
         cost the products cannot show to be at least 0 are computed exactly, and tested as the
         scan tests them."""
-        cap = index.shape[1]
-        count[:] = 0
         for lo, hi in _blocks(self.a.shape[0], self.b.shape[0]):
             approx, bound = self._block(lo, hi)
             flagged = np.empty(approx.shape, dtype=np.bool_)
@@ -107,11 +111,5 @@ class Screen:
             exact = self._exact(rows + lo, cols)
             r = exact - u[rows + lo] - v[cols]
             violated = r < -rtol * (np.abs(exact) + np.abs(u[rows + lo]) + np.abs(v[cols]))
-            rows, cols, r = rows[violated], cols[violated], r[violated]
-            order = np.lexsort((cols, r, rows))
-            rows, cols, r = rows[order], cols[order], r[order]
-            count[lo:hi] = np.bincount(rows, minlength=hi - lo)
-            rank = np.arange(rows.shape[0]) - np.searchsorted(rows, rows)
-            kept = rank < cap
-            index[lo + rows[kept], rank[kept]] = cols[kept]
-            reduced[lo + rows[kept], rank[kept]] = r[kept]
+            count[lo:hi] = np.bincount(rows[violated], minlength=hi - lo)
+            _first_of_each_row(lo, rows[violated], cols[violated], r[violated], index, reduced)

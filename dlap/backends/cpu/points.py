@@ -127,15 +127,10 @@ def within_reach(approx, bound, k, index, count):
     their number into ``count[r]`` (more than fit: the caller computes the row whole)."""
     width = index.shape[1]
     for r in prange(approx.shape[0]):
-        best = np.full(k, np.inf)
+        best, best_columns = np.full(k, np.inf), np.full(k, -1)
         for j in range(approx.shape[1]):
-            c = approx[r, j]
-            if c < best[k - 1]:
-                t = k - 1
-                while t > 0 and c < best[t - 1]:
-                    best[t] = best[t - 1]
-                    t -= 1
-                best[t] = c
+            if approx[r, j] < best[k - 1]:
+                insert_sorted(best, best_columns, k - 1, approx[r, j], j)
         reach = best[k - 1] + 2.0 * bound[r]
         found = 0
         for j in range(approx.shape[1]):

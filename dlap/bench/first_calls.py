@@ -20,6 +20,8 @@ from .deadlines import fresh
 from .records import append, machine
 
 PATHS = ("float", "geometric", "integer", "batch")
+#: what each fresh process measures
+KEYS = ("import_s", "first_s", "second_s", "compile_s")
 
 _CALLS = """
 import json, sys, time
@@ -70,7 +72,8 @@ for _ in range(2):
     started = time.perf_counter()
     call()
     times.append(time.perf_counter() - started)
-print(json.dumps({"import_s": imported, "first_s": times[0], "second_s": times[1], "compile_s": compiling[1]}))
+print(json.dumps({"import_s": imported, "first_s": times[0], "second_s": times[1],
+                  "compile_s": compiling[1]}))
 """
 
 
@@ -90,7 +93,7 @@ def run(repeat: int = 3, out=None, echo=print, paths=PATHS) -> list[dict]:
                 else:
                     found.append(fresh(_CALLS, path, solver))
             record = {"suite": "first-calls", "path": path, "solver": solver, "cache": cache, **host}
-            record.update({key: [f[key] for f in found] for key in ("import_s", "first_s", "second_s", "compile_s")})
+            record.update({key: [f[key] for f in found] for key in KEYS})
             records.append(record)
             echo(f"{path} {solver} {cache}: first call {np.median(record['first_s']):.3f} s")
     append(out, records)
@@ -107,13 +110,14 @@ def table(records) -> str:
         return float(np.median(np.add(r["import_s"], r["first_s"])))
 
     scipy = {r["path"]: r for r in records if r["solver"] == "scipy"}
-    lines = ["| path | solver | cache | runs | import s | first call s | of which compiling s | second call s "
-             "| first call / scipy's | import + first call / scipy's |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| path | solver | cache | runs | import s | first call s | of which compiling s "
+             "| second call s | first call / scipy's | import + first call / scipy's |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         theirs = scipy.get(r["path"]) if r["solver"] != "scipy" else None
         ratios = (f"{first(r) / first(theirs):.1f}x | {start(r) / start(theirs):.1f}x" if theirs else " | ")
         compiled = f"{np.median(r['compile_s']):.2f}" if r["solver"] != "scipy" else ""
         lines.append(f"| {r['path']} | {r['solver']} | {r['cache']} | {len(r['first_s'])} | "
-                     f"{np.median(r['import_s']):.3f} | {first(r):.3f} | {compiled} | {np.median(r['second_s']):.4f} "
-                     f"| {ratios} |")
+                     f"{np.median(r['import_s']):.3f} | {first(r):.3f} | {compiled} "
+                     f"| {np.median(r['second_s']):.4f} | {ratios} |")
     return "\n".join(lines)

@@ -74,14 +74,21 @@ def running(client):
         time.sleep(0.05)
 
 
-def test_the_registry_follows_a_solve_and_the_page_is_served(client):
-    thread = solve_in_background(client)
+def rows_while_running(client, method: str, pause: float) -> tuple[str, list]:
+    """A solve of ``method`` in the background: its id, and the registry's rows of it while it ran
+    (read every ``pause`` seconds), once it has ended."""
+    thread = solve_in_background(client, method)
     solve = running(client)
     seen = []
     while thread.is_alive():
         seen += [r for r in registry_rows(client) if r["solve"] == solve and r["state"] == "running"]
-        time.sleep(0.2)
+        time.sleep(pause)
     thread.join()
+    return solve, seen
+
+
+def test_the_registry_follows_a_solve_and_the_page_is_served(client):
+    solve, seen = rows_while_running(client, "tree", 0.2)
     matched = [row["matched"] for row in seen]
     assert len(set(matched)) >= 2 and matched == sorted(matched), matched
     assert all(row["method"] == "tree" and row["ranks"] == 2 and row["total"] == N for row in seen)
@@ -95,13 +102,7 @@ def test_the_registry_follows_a_solve_and_the_page_is_served(client):
 def test_a_split_epsilon_scaling_solve_advances_phase_by_phase(client):
     """Its rows are matched again in every phase, so the page follows the estimate of the work
     done (dlap.progress): it advances through the ε-phases while matched rows rise and fall."""
-    thread = solve_in_background(client, "scaling")
-    solve = running(client)
-    seen = []
-    while thread.is_alive():
-        seen += [r for r in registry_rows(client) if r["solve"] == solve and r["state"] == "running"]
-        time.sleep(0.1)
-    thread.join()
+    solve, seen = rows_while_running(client, "scaling", 0.1)
     done = [int(row["done"].rstrip("%")) for row in seen]
     assert len(set(done)) >= 3 and done == sorted(done), done
     assert any(row["stage"].startswith("ε-phase") for row in seen) and any(row["eta"] for row in seen)

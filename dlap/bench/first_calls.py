@@ -78,13 +78,13 @@ print(json.dumps({"import_s": imported, "first_s": times[0], "second_s": times[1
 
 
 def run(repeat: int = 3, out=None, echo=print, paths=PATHS) -> list[dict]:
-    """Each of ``paths``, ``repeat`` fresh processes per solver and cache state (one with an empty
-    cache: each compiles everything again); records appended to ``out`` (a path) as JSON lines."""
+    """Each of ``paths``, ``repeat`` fresh processes per solver and cache state (with an empty
+    cache each compiles everything again); records appended to ``out`` (a path) as JSON lines."""
     host = machine()
     records = []
     for path in paths:
         fresh(_CALLS, path, "dlap")  # the cache holds this path's kernels before the "cached" runs
-        for solver, cache, runs in (("dlap", "cached", repeat), ("dlap", "empty", 1), ("scipy", "", repeat)):
+        for solver, cache, runs in (("dlap", "cached", repeat), ("dlap", "empty", repeat), ("scipy", "", repeat)):
             found = []
             for _ in range(runs):
                 if cache == "empty":

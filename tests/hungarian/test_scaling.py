@@ -130,7 +130,15 @@ def test_auto_hands_structured_costs_to_scaling(family):
     result = dlap.solve(generate.family(family, 600, seed=1), maximize=family in generate.MAXIMIZE, device="cpu")
     assert result.stats.method == "scaling"
     assert result.stats.phase_counts["jv_free_rows"] > 60
-    assert result.stats.phase_counts["handover_iteration"] <= 5  # after four iterations of few paths
+    assert result.stats.phase_counts["handover_iteration"] == 0  # the CPU hands over before any iteration
+
+
+@pytest.mark.parametrize("f", [0.1, 1.0, 10.0])
+def test_auto_keeps_iid_costs_with_the_variants_on_the_cpu(f):
+    result = dlap.solve(generate.family("uniform", 600, f=f, seed=1), device="cpu")
+    assert result.stats.method in ("classical", "tree")
+    assert result.stats.phase_counts["jv_free_rows"] <= 0.1 * 600
+    assert "handover_iteration" not in result.stats.phase_counts
 
 
 def test_the_hand_over_waits_for_the_iteration_after_a_dual_update():

@@ -72,6 +72,20 @@ def test_shifted_clouds_whose_neighbours_match_no_row_set(n, m, candidates):
     assert result.stats.phase_counts["unmatchable"] >= 1
 
 
+@pytest.mark.parametrize("n, m", [(400, 400), (300, 380)])
+def test_a_warm_auction_that_gives_up_leaves_no_violator_behind(n, m, monkeypatch):
+    """An auction that runs out of bids keeps the solution it started from; its duals are not
+    feasible for the pairs pricing added, so the engine repairs them before it searches, and it
+    stops only when pricing finds no violator at all (violators already in the core included).
+    One bid per row per phase makes every auction give up."""
+    import dlap.points.core
+
+    monkeypatch.setattr(dlap.points.core, "AUCTION_BIDS_PER_ROW", 1)
+    rng = np.random.default_rng(n + m)
+    result = _check(rng.random((n, 2)), rng.random((m, 2)), candidates=3)
+    assert result.stats.phase_counts["pricing_rounds"] >= 2
+
+
 def test_pricing_finds_a_pair_no_candidate_list_holds():
     """Row 0's optimal partner is the farthest point from it: the only way to cover the far
     point b[-1] is row 0, since every other row's point sits on top of its own partner."""

@@ -190,13 +190,14 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
                    1 - (1 - core_end) / 2**round_, 0)
         with _timed("pricing"):
             search.price(solution.u, solution.v, PRICING_RTOL, violators_index, violators_reduced, violators_count)
-            counts["violators"] = counts.get("violators", 0) + int(violators_count.sum())
+            found = int(violators_count.sum())
+            counts["violators"] = counts.get("violators", 0) + found
             rows = np.repeat(np.arange(n, dtype=np.int64), np.minimum(violators_count, k))
             cols = violators_index[np.arange(k)[None, :] < violators_count[:, None]]
             costs = _exact_costs(kernels, args, rows, cols)
-            added = core.add(rows, cols, costs)
+            core.add(rows, cols, costs)  # violators already in the core are solved again all the same
         counts["pricing_rounds"] = round_
-        if not added:
+        if not found:
             break
         with _timed("core_solve"):
             _resume(kernels, core, solution, args, square, counts, rows, cols, costs)
@@ -255,11 +256,10 @@ def _resume(kernels, core, solution, args, square, counts, rows, cols, costs) ->
     """Solve the core grown by the pairs ``rows``, ``cols`` (costs ``costs``), warm: by the auction
     from the prices where many rows have new pairs or the matrix is rectangular, else by letting
     go the rows the new pairs undercut."""
-    if square and np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows:
+    gap = float((solution.u[rows] + solution.v[cols] - costs).max()) if costs.size else 0.0
+    few = square and np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows
+    if few or not _auction(core, solution, square, counts, max(gap, 0.0)):  # (a failed auction kept the solution)
         _restart(core, solution, square, counts, rows, cols, costs)
-    else:
-        gap = float((solution.u[rows] + solution.v[cols] - costs).max()) if costs.size else 0.0
-        _auction(core, solution, square, counts, max(gap, 0.0))
     _assign_all(kernels, core, solution, args, square, counts)
 
 

@@ -299,6 +299,7 @@ def test_matrix_products_give_the_scans_answers(n, m, d, metric, maximize, dtype
     the scan's to the bit (the same columns, costs, violators and order), near-ties included
     (copies: columns that repeat a few points, more within reach than a row's buffer holds)."""
     from dlap.backends.cpu import points as kernels
+    from dlap.certificate import _minima_with_errors
     from dlap.points.metrics import METRIC_IDS, norms
     from dlap.points.screen import Screen
 
@@ -321,6 +322,13 @@ def test_matrix_products_give_the_scans_answers(n, m, d, metric, maximize, dtype
     screen.price(u, v, PRICING_RTOL, *priced[1])
     for scanned, screened in zip(*priced, strict=True):
         np.testing.assert_array_equal(scanned, screened)
+    full = np.empty((n, m))  # the certificate's scan: each row's least reduced cost and its error
+    kernels.block_costs(*args, 0, full)
+    scale, w = 0.5, rng.random(m) - 0.5
+    d = full * scale
+    for scanned, screened in zip(_minima_with_errors(np, d - w[None, :], d, w[None, :], 1),
+                                 screen.reduced_minima(scale, [w])[0], strict=True):
+        np.testing.assert_array_equal(scanned, screened)
 
 
 def test_points_of_many_coordinates_are_screened():
@@ -332,3 +340,4 @@ def test_points_of_many_coordinates_are_screened():
     assert PairSearch(None, a, b, np.ones(300), np.ones(250), "cosine", 0.0, 1.0).screened
     assert not PairSearch(None, a[:, :20], b[:, :20], np.ones(300), np.ones(250), "cosine", 0.0, 1.0).screened
     assert not PairSearch(None, a, b, np.ones(300), np.ones(250), "cityblock", 0.0, 1.0).screened
+    assert result.matrix_ref()._search(1.0).screened  # verify() asks the products, not a scan of every block

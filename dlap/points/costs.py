@@ -11,7 +11,7 @@ from ..certificate import FloatScan
 from ..device import array_module
 from ..problem import FLOAT_HEADROOM
 from .metrics import METRIC_IDS, norms
-from .search import TREE_MAX_DIM, PairSearch
+from .search import PairSearch
 
 
 class PointCosts:
@@ -19,9 +19,10 @@ class PointCosts:
     float64 computed on demand: ``shape``, ``dtype``, ``T``, ``c[start:stop]`` (a dense block of
     rows) and ``c[rows, cols]`` (the entries of given pairs). :func:`dlap.certificate.certify`
     checks an assignment against it block by block, so its memory is one block's; where k-d trees
-    serve the points (NumPy points of at most ``TREE_MAX_DIM`` coordinates) it asks the trees
-    instead (``certificate_scan``, ``certificate_reductions``, ``largest_cost``), which find the
-    same minima over every pair while visiting only the boxes that can hold them."""
+    serve the points (NumPy points of at most ``TREE_MAX_DIM`` coordinates) or matrix products do
+    (:mod:`.screen`) it asks them instead (``certificate_scan``, ``certificate_reductions``,
+    ``largest_cost``), which find the same minima over every pair while computing only the pairs
+    that can attain them."""
 
     ndim = 2
     dtype = np.dtype(np.float64)
@@ -70,14 +71,16 @@ class PointCosts:
         return out
 
     def _search(self, sign: float) -> PairSearch | None:
-        """The k-d trees' queries over every pair, or None where they do not serve these points."""
-        if self.a.shape[1] > TREE_MAX_DIM or self.xp is not np or not math.isfinite(self.largest_cost()):
+        """The queries over every pair of k-d trees or matrix products, or None where neither
+        serves these points."""
+        if self.xp is not np or not math.isfinite(self.largest_cost()):
             return None
-        return PairSearch(self.kernels, self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p, sign)
+        search = PairSearch(self.kernels, self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p, sign)
+        return search if search.searches_every_pair else None
 
     def certificate_scan(self, sign: float, u, v, vb, exponent: int):
-        """:func:`dlap.certificate.float_scan` of these costs through the trees (NotImplemented
-        where they do not serve the points): each row's least ``d - vb`` and its rounding error, its
+        """:func:`dlap.certificate.float_scan` of these costs through the trees or the products
+        (NotImplemented where neither serves the points): each row's least ``d - vb`` and its rounding error, its
         least ``d``, the worst ``u + v - d`` (from each row's least ``d - v``), and
         :meth:`largest_cost` for the largest cost."""
         search = self._search(sign)
@@ -87,19 +90,18 @@ class PointCosts:
         if not exponent and largest > FLOAT_HEADROOM:
             return None
         f = math.ldexp(1.0, -exponent)
-        row_minima, row_errors = search.reduced_minima(f, vb)
-        cost_minima, _ = search.reduced_minima(f, np.zeros(self.shape[1]))
-        least, _ = search.reduced_minima(f, v * f)
+        (row_minima, row_errors), (cost_minima, _), (least, _) = search.reduced_minima(
+            f, (vb, np.zeros(self.shape[1]), v * f))
         violation = float((u * f - least).max()) if least.size else -math.inf
         return FloatScan(row_minima, row_errors, cost_minima, math.ldexp(violation, exponent), largest)
 
     def certificate_reductions(self, sign: float, exponent: int, row_duals) -> list:
-        """:func:`dlap.certificate.column_reductions` through the trees (over the rows): each
-        column's least ``d - u`` and its rounding error, for each array of row duals."""
+        """:func:`dlap.certificate.column_reductions` through the trees or the products (over the
+        rows): each column's least ``d - u`` and its rounding error, for each array of row duals."""
         search = self.T._search(sign)
         if search is None:
             return NotImplemented
-        return [search.reduced_minima(math.ldexp(1.0, -exponent), u) for u in row_duals]
+        return search.reduced_minima(math.ldexp(1.0, -exponent), row_duals)
 
     def largest_cost(self) -> float:
         """An upper bound on every ``|c_ij|``: the metric of the widest gaps between the two sets'

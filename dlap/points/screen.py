@@ -46,6 +46,17 @@ def _first_of_each_row(lo: int, rows, cols, keys, index, values) -> None:
     values[lo + rows[kept], rank[kept]] = keys[kept]
 
 
+def _reached(reach, found, m: int):
+    """The pairs :func:`dlap.backends.cpu.points.within_reach` found: each row's listed columns,
+    or every column where more were within reach than it lists (rows of many near-ties)."""
+    width = reach.shape[1]
+    whole = found > width
+    rows = np.concatenate((np.repeat(np.flatnonzero(~whole), found[~whole]), np.repeat(np.flatnonzero(whole), m)))
+    listed = (np.arange(width)[None, :] < found[:, None]) & ~whole[:, None]
+    cols = np.concatenate((reach[listed], np.tile(np.arange(m), int(whole.sum()))))
+    return rows, cols
+
+
 class Screen:
     """The products' view of rows ``a`` and columns ``b`` (host float64) under ``metric``."""
 
@@ -90,11 +101,7 @@ class Screen:
             approx, bound = self._block(lo, hi)
             reach, found = np.empty((hi - lo, width), dtype=np.int64), np.empty(hi - lo, dtype=np.int64)
             self.kernels.within_reach(approx, bound, k, reach, found)
-            whole = found > width  # rows of many near-ties: every column
-            rows = np.concatenate((np.repeat(np.flatnonzero(~whole), found[~whole]),
-                                   np.repeat(np.flatnonzero(whole), m)))
-            listed = (np.arange(width)[None, :] < found[:, None]) & ~whole[:, None]
-            cols = np.concatenate((reach[listed], np.tile(np.arange(m), int(whole.sum()))))
+            rows, cols = _reached(reach, found, m)
             index[lo:hi].fill(-1)
             cost[lo:hi].fill(np.inf)
             _first_of_each_row(lo, rows, cols, self._exact(rows + lo, cols), index, cost)
@@ -113,3 +120,34 @@ class Screen:
             violated = r < -rtol * (np.abs(exact) + np.abs(u[rows + lo]) + np.abs(v[cols]))
             count[lo:hi] = np.bincount(rows[violated], minlength=hi - lo)
             _first_of_each_row(lo, rows[violated], cols[violated], r[violated], index, reduced)
+
+    def reduced_minima(self, scale: float, ws) -> list:
+        """For each ``w`` of ``ws``: each row's least ``d_ij - w_j``, ``d_ij = sign * metric *
+        scale`` (``scale`` a power of 2), and its rounding error, as
+        :func:`dlap.backends.cpu.kdtree.reduced_minima` and the certificate's scan find them: the
+        pairs the products cannot show to be above a row's least are computed exactly, and the
+        least of their ``(reduced, error)`` is the row's. One product per block serves every ``w``."""
+        n, m = self.a.shape[0], self.b.shape[0]
+        found = [(np.full(n, np.inf), np.zeros(n)) for _ in ws]
+        if not m:
+            return found
+        for lo, hi in _blocks(n, m):
+            approx, bound = self._block(lo, hi)
+            approx *= scale
+            # each reduced cost's distance to the exact one: the products' bound, and two
+            # roundings of a difference no larger than the magnitudes it is made of
+            spread = bound * scale + 4 * _U * np.abs(approx).max(axis=1)
+            reach, count = np.empty((hi - lo, REACH_WIDTH), dtype=np.int64), np.empty(hi - lo, dtype=np.int64)
+            for w, (low, error) in zip(ws, found, strict=True):
+                # the columns within twice the slack of the row's least
+                self.kernels.within_reach(approx - w, spread + 4 * _U * float(np.abs(w).max()), 1, reach, count)
+                rows, cols = _reached(reach, count, m)
+                d = self._exact(rows + lo, cols) * scale
+                exact = d - w[cols]
+                back = exact - d
+                errors = (d - (exact - back)) + (-w[cols] - back)
+                order = np.lexsort((errors, exact, rows))
+                first = order[np.r_[True, rows[order][1:] != rows[order][:-1]]]
+                low[lo + rows[first]] = exact[first]
+                error[lo + rows[first]] = np.where(np.isfinite(exact[first]), errors[first], 0.0)
+        return found

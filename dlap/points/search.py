@@ -87,17 +87,27 @@ class PairSearch:
         else:
             self.kernels.price(*args)
 
-    def reduced_minima(self, scale: float, w):
-        """Each row's least ``sign * metric * scale - w_j`` over every column and its rounding
-        error (:func:`dlap.backends.cpu.kdtree.reduced_minima`: what the certificate's scan of
-        every pair finds). Through the trees only."""
+    @property
+    def searches_every_pair(self) -> bool:
+        """Whether :meth:`reduced_minima` serves these points (trees or matrix products)."""
+        return self.trees or self.screened
+
+    def reduced_minima(self, scale: float, ws) -> list:
+        """For each ``w`` of ``ws``: each row's least ``sign * metric * scale - w_j`` over every
+        column and its rounding error (:func:`dlap.backends.cpu.kdtree.reduced_minima`: what the
+        certificate's scan of every pair finds). Through the trees or the matrix products only."""
         from ..backends.cpu import kdtree
 
+        ws = [np.ascontiguousarray(to_host(w), dtype=np.float64) for w in ws]
+        if not self.trees:
+            return self._screen(self.a, self.b, self.a_norms, self.b_norms).reduced_minima(scale, ws)
         tree = self._tree(self.b, self.b_norms)
-        w = np.ascontiguousarray(to_host(w), dtype=np.float64)
-        ceilings = np.empty(tree[1].shape[0])
-        kdtree.column_ceilings(tree, w, ceilings)
-        low, error = np.empty(self.a.shape[0]), np.empty(self.a.shape[0])
-        kdtree.reduced_minima(tree, ceilings, self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p,
-                              self.sign, scale, w, low, error)
-        return low, error
+        found = []
+        for w in ws:
+            ceilings = np.empty(tree[1].shape[0])
+            kdtree.column_ceilings(tree, w, ceilings)
+            low, error = np.empty(self.a.shape[0]), np.empty(self.a.shape[0])
+            kdtree.reduced_minima(tree, ceilings, self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p,
+                                  self.sign, scale, w, low, error)
+            found.append((low, error))
+        return found

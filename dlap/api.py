@@ -211,7 +211,8 @@ def _reduction_bound(result: Assignment, problem: Problem):
     v_scaled = np.ldexp(np.abs(v.get() if is_device_array(v) else v), -exponent)
     rows = np.full(len(u), math.ldexp(1.0, exponent - 1074) if exponent else 0.0)
     given_back = -sign * np.concatenate([unscaled(_ulp(v_scaled), exponent), rows])
-    return float(np.nextafter(exact_sum(u, v, given_back), -sign * np.inf))
+    with np.errstate(over="ignore"):  # a bound past float64's largest value is inf, still a bound
+        return float(np.nextafter(exact_sum(u, v, given_back), -sign * np.inf))
 
 
 def _ulp(x):

@@ -13,6 +13,7 @@ import math
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -340,3 +341,13 @@ def test_a_dual_offset_does_not_certify_a_wrong_assignment_on_the_gpu(t):
     assert low.verify().optimal and high.verify().optimal
     bad = dataclasses.replace(_offset(low, t), col_ind=high.col_ind, objective=high.objective)
     assert not bad.verify(c).optimal
+
+
+def test_a_heuristic_bound_past_float64s_largest_value_is_inf_and_warns_nothing():
+    """DGS's bound is rounded away from the optimum: past float64's largest value that is inf
+    (the fuzz above found NumPy's overflow warning there)."""
+    largest = np.finfo(np.float64).max
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = dlap.solve(np.array([[0.0, largest]]), maximize=True, method="dgs", device="cpu")
+    assert result.objective == largest and result.lower_bound == math.inf

@@ -392,11 +392,17 @@ def _minima_with_errors(xp, reduced, d, duals, axis: int):
     among them), 0 where the minimum is infinite."""
     low = reduced.min(axis=axis)
     with np.errstate(invalid="ignore"):  # inf - inf on forbidden entries, which attain no finite minimum
-        back = reduced - d
-        error = (d - (reduced - back)) + (-duals - back)
+        error = rounding_errors(reduced, d, duals)
     attained = reduced == xp.expand_dims(low, axis)
     error = xp.where(attained, error, math.inf).min(axis=axis)
     return low, xp.where(xp.isfinite(low), error, 0.0)
+
+
+def rounding_errors(reduced, d, duals):
+    """Each ``reduced = d - duals`` (as computed)'s rounding error, by Knuth's TwoSum: ``reduced``
+    plus it is the exact difference."""
+    back = reduced - d
+    return (d - (reduced - back)) + (-duals - back)
 
 
 def _gap_above(matched, *bound) -> tuple[float, float, float]:

@@ -66,10 +66,12 @@ class Progress:
         one for the callback ``progress`` (or None)."""
         return progress if isinstance(progress, Progress) else cls(progress, total)
 
-    def stage(self, name: str, lo: float | None = None, hi: float = 1.0) -> None:
+    def stage(self, name: str, lo: float | None = None, hi: float = 1.0, n_free: int | None = None) -> None:
         """The reports from here on are of stage ``name``, whose work is the part ``[lo, hi]`` of
-        the solve's (``lo``: where the solve is now)."""
+        the solve's (``lo``: where the solve is now); with ``n_free``, a report of its start."""
         self.name, self.lo, self.hi = name, self.fraction if lo is None else lo, hi
+        if n_free is not None:
+            self(n_free, share=0.0)
 
     def check(self, n_free: int) -> None:
         """A variant's optimality check: the policy's answer, then a report."""

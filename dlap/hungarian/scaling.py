@@ -170,8 +170,7 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer, report: 
     """Steps 1-3 on ``state``: leaves the optimal assignment and its duals. ``report`` hears of
     each phase, an equal part of what is left of the solve once the schedule is known."""
     counted = backend.counters(state)  # what a variant counted before a hand-over
-    report.stage("price initialisation", hi=report.fraction)
-    report(state.n_rows, share=0.0)
+    report.stage("price initialisation", hi=report.fraction, n_free=state.n_rows)
     with phase("price_initialisation"):
         excess = backend.price_initialisation(state)
     if excess is None:
@@ -187,8 +186,8 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer, report: 
     start, parts = report.fraction, len(schedule) + 1
 
     def next_part(k: int, name: str) -> None:
-        report.stage(name, start + (1 - start) * k / parts, start + (1 - start) * (k + 1) / parts)
-        report(state.n_rows, share=0.0)
+        report.stage(name, start + (1 - start) * k / parts, start + (1 - start) * (k + 1) / parts,
+                     n_free=state.n_rows)
 
     for k, eps in enumerate(schedule):
         next_part(k, f"ε-phase {k + 1} of {len(schedule)}")

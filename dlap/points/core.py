@@ -162,19 +162,14 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
     search = PairSearch(kernels, a, b, a_norms, b_norms, metric, p, sign)
     report = Progress(progress, n)
     candidates_end, core_end = PROGRESS_SHARES
-
-    def next_stage(name: str, lo: float, hi: float, n_free: int) -> None:
-        report.stage(name, lo, hi)
-        report(n_free, share=0.0)
-
-    next_stage("candidates", 0.0, candidates_end, n)
+    report.stage("candidates", 0.0, candidates_end, n)
     with _timed("candidates"):
         index, cost = search.nearest_columns(k)
         core.add(np.repeat(np.arange(n, dtype=np.int64), k), index.ravel(), cost.ravel())
         k_rows = max(1, min(k, n))
         back_index, back_cost = search.nearest_rows(k_rows)
         core.add(back_index.ravel(), np.repeat(np.arange(m, dtype=np.int64), k_rows), back_cost.ravel())
-    next_stage("core solve", candidates_end, core_end, n)
+    report.stage("core solve", candidates_end, core_end, n)
     with _timed("core_solve"):
         solution.start(core)
         if not _auction(core, solution, square, counts):  # the nearest neighbours match not every row
@@ -186,8 +181,8 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
     violators_count = np.empty(n, dtype=np.int64)
     for round_ in range(1, MAX_ROUNDS + 1):
         # each round half as long as the one before, in the rest of the bar
-        next_stage(f"pricing round {round_}", 1 - (1 - core_end) / 2 ** (round_ - 1),
-                   1 - (1 - core_end) / 2**round_, 0)
+        report.stage(f"pricing round {round_}", 1 - (1 - core_end) / 2 ** (round_ - 1),
+                     1 - (1 - core_end) / 2**round_, 0)
         with _timed("pricing"):
             search.price(solution.u, solution.v, PRICING_RTOL, violators_index, violators_reduced, violators_count)
             found = int(violators_count.sum())
@@ -254,13 +249,18 @@ def _exact_costs(kernels, args, rows, cols):
 
 def _resume(kernels, core, solution, args, square, counts, rows, cols, costs) -> None:
     """Solve the core grown by the pairs ``rows``, ``cols`` (costs ``costs``), warm: by the auction
-    from the prices where many rows have new pairs or the matrix is rectangular, else by letting
-    go the rows the new pairs undercut."""
-    gap = float((solution.u[rows] + solution.v[cols] - costs).max()) if costs.size else 0.0
+    from the prices, from ε = the pairs' largest violation, where many rows have new pairs or the
+    matrix is rectangular, else (or where the auction gives up, keeping the solution it started
+    from) by letting go the rows the new pairs undercut."""
     few = square and np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows
-    if few or not _auction(core, solution, square, counts, max(gap, 0.0)):  # (a failed auction kept the solution)
+    if few or not _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs)):
         _restart(core, solution, square, counts, rows, cols, costs)
     _assign_all(kernels, core, solution, args, square, counts)
+
+
+def _largest_violation(solution, rows, cols, costs) -> float:
+    """The most any of the pairs ``rows``, ``cols`` (costs ``costs``) is below its duals' sum (0: none is)."""
+    return max(float((solution.u[rows] + solution.v[cols] - costs).max()), 0.0) if costs.size else 0.0
 
 
 def _restart(core, solution, square, counts, rows, cols, costs) -> None:

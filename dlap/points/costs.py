@@ -80,9 +80,9 @@ class PointCosts:
 
     def certificate_scan(self, sign: float, u, v, vb, exponent: int):
         """:func:`dlap.certificate.float_scan` of these costs through the trees or the products
-        (NotImplemented where neither serves the points): each row's least ``d - vb`` and its rounding error, its
-        least ``d``, the worst ``u + v - d`` (from each row's least ``d - v``), and
-        :meth:`largest_cost` for the largest cost."""
+        (NotImplemented where neither serves the points): each row's least ``d - vb`` and its
+        rounding error, its least ``d``, the worst ``u + v - d`` (from each row's least ``d - v``),
+        and :meth:`largest_cost` for the largest cost."""
         search = self._search(sign)
         if search is None:
             return NotImplemented

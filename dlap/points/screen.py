@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..certificate import rounding_errors
 from .metrics import METRIC_IDS
 
 #: the metrics a matrix product computes
@@ -144,8 +145,7 @@ class Screen:
                 rows, cols = _reached(reach, count, m)
                 d = self._exact(rows + lo, cols) * scale
                 exact = d - w[cols]
-                back = exact - d
-                errors = (d - (exact - back)) + (-w[cols] - back)
+                errors = rounding_errors(exact, d, w[cols])
                 order = np.lexsort((errors, exact, rows))
                 first = order[np.r_[True, rows[order][1:] != rows[order][:-1]]]
                 low[lo + rows[first]] = exact[first]

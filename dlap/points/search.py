@@ -33,7 +33,11 @@ class PairSearch:
                          and isinstance(a, np.ndarray))  # host points: a GPU scans them faster
 
     def _screen(self, a, b, a_norms, b_norms) -> Screen:
-        return Screen(self.kernels, a, b, a_norms, b_norms, self.metric, self.p, self.sign)
+        """The matrix products' view of ``a`` against ``b`` (made once: pricing asks every round)."""
+        key = ("screen", id(a))
+        if key not in self._built:
+            self._built[key] = Screen(self.kernels, a, b, a_norms, b_norms, self.metric, self.p, self.sign)
+        return self._built[key]
 
     def _tree(self, points, point_norms):
         """The k-d tree over ``points`` (made once), in its coordinates: float64, normalised for cosine."""

@@ -35,7 +35,8 @@ from .search import PairSearch
 #: each row's candidates to start from, and the most violators of a row one pricing pass adds
 DEFAULT_CANDIDATES = 32
 #: pricing's tolerance: a pair is a violator when its reduced cost is below -PRICING_RTOL times
-#: the magnitudes it is computed from (smaller ones are the duals' rounding)
+#: the magnitudes it is computed from, the largest duals' included (the duals were computed from
+#: them: a pair of cost 0 between duals of 1e-17 is their rounding, not a violation)
 PRICING_RTOL = 1e-12
 #: bids of the augmenting row reduction per free row before the shortest paths take over
 ARR_STEPS_PER_ROW = 8
@@ -184,7 +185,9 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
         report.stage(f"pricing round {round_}", 1 - (1 - core_end) / 2 ** (round_ - 1),
                      1 - (1 - core_end) / 2**round_, 0)
         with _timed("pricing"):
-            search.price(solution.u, solution.v, PRICING_RTOL, violators_index, violators_reduced, violators_count)
+            atol = PRICING_RTOL * (_largest_magnitude(solution.u) + _largest_magnitude(solution.v))
+            search.price(solution.u, solution.v, PRICING_RTOL, atol, violators_index, violators_reduced,
+                         violators_count)
             found = int(violators_count.sum())
             counts["violators"] = counts.get("violators", 0) + found
             rows = np.repeat(np.arange(n, dtype=np.int64), np.minimum(violators_count, k))
@@ -237,6 +240,10 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     solution.v[:], solution.col4row[:], solution.row4col[:] = v, col4row, row4col
     core_kernels.row_duals(indptr, indices, costs, solution.v, solution.u)
     return True
+
+
+def _largest_magnitude(x) -> float:
+    return float(np.abs(x).max()) if x.size else 0.0
 
 
 def _exact_costs(kernels, args, rows, cols):

@@ -107,7 +107,7 @@ class Screen:
             cost[lo:hi].fill(np.inf)
             _first_of_each_row(lo, rows, cols, self._exact(rows + lo, cols), index, cost)
 
-    def price(self, u, v, rtol: float, index, reduced, count) -> None:
+    def price(self, u, v, rtol: float, atol: float, index, reduced, count) -> None:
         """The kernels' pricing (:func:`dlap.backends.cpu.points.price`): the pairs whose reduced
         cost the products cannot show to be at least 0 are computed exactly, and tested as the
         scan tests them."""
@@ -118,7 +118,7 @@ class Screen:
             rows, cols = np.nonzero(flagged)
             exact = self._exact(rows + lo, cols)
             r = exact - u[rows + lo] - v[cols]
-            violated = r < -rtol * (np.abs(exact) + np.abs(u[rows + lo]) + np.abs(v[cols]))
+            violated = r < -(rtol * (np.abs(exact) + np.abs(u[rows + lo]) + np.abs(v[cols])) + atol)
             count[lo:hi] = np.bincount(rows[violated], minlength=hi - lo)
             _first_of_each_row(lo, rows[violated], cols[violated], r[violated], index, reduced)
 

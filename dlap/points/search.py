@@ -72,11 +72,11 @@ class PairSearch:
             self.kernels.nearest_columns(*args)
         return index, cost
 
-    def price(self, u, v, rtol: float, index, reduced, count) -> None:
+    def price(self, u, v, rtol: float, atol: float, index, reduced, count) -> None:
         """Every pair's reduced cost ``c_ij - u_i - v_j``; each row's most negative ones below
-        ``-rtol * (|c_ij| + |u_i| + |v_j|)`` into ``index``, ``reduced``, their number into ``count``
+        ``-(rtol * (|c_ij| + |u_i| + |v_j|) + atol)`` into ``index``, ``reduced``, their number into ``count``
         (:func:`dlap.backends.cpu.points.price`)."""
-        args = (self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p, self.sign, u, v, rtol, index,
+        args = (self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p, self.sign, u, v, rtol, atol, index,
                 reduced, count)
         if self.trees:
             from ..backends.cpu import kdtree
@@ -87,7 +87,7 @@ class PairSearch:
             kdtree.column_ceilings(tree, v, ceilings)
             kdtree.price(tree, ceilings, *args)
         elif self.screened:
-            self._screen(self.a, self.b, self.a_norms, self.b_norms).price(u, v, rtol, index, reduced, count)
+            self._screen(self.a, self.b, self.a_norms, self.b_norms).price(u, v, rtol, atol, index, reduced, count)
         else:
             self.kernels.price(*args)
 

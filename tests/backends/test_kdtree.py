@@ -43,7 +43,7 @@ def test_the_tree_answers_as_the_scan_of_every_pair(n, m, d, metric, sign, dtype
     priced = []
     for query in (points.price, lambda *x: kdtree.price(tree, ceilings, *x)):
         index, reduced, count = np.full((n, cap), -1, dtype=np.int64), np.zeros((n, cap)), np.empty(n, dtype=np.int64)
-        query(*geometry, u, v, 1e-12, index, reduced, count)
+        query(*geometry, u, v, 1e-12, 0.0, index, reduced, count)
         kept = np.minimum(count, cap)[:, None] > np.arange(cap)
         priced.append((count, np.where(kept, index, -1), np.where(kept, reduced, 0.0)))
     for scanned, through_tree in zip(*priced, strict=True):

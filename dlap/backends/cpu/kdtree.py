@@ -189,7 +189,7 @@ def column_ceilings(tree, v, out):
 
 
 @prange_kernel
-def price(tree, ceilings, a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count):
+def price(tree, ceilings, a, b, na, nb, metric, p, sign, u, v, rtol, atol, index, reduced, count):
     """:func:`dlap.backends.cpu.points.price` through ``tree`` (over ``b``, with ``ceilings`` from
     :func:`column_ceilings` of ``v``): a box is skipped when its lowest cost less ``u_i`` and its
     largest ``v_j`` is at least 0, where no pair of it can violate; the same violators, counts
@@ -215,7 +215,7 @@ def price(tree, ceilings, a, b, na, nb, metric, p, sign, u, v, rtol, index, redu
                     j = perm[t]
                     c = pair_cost(a, b, na, nb, i, j, metric, p, sign)
                     r = c - u[i] - v[j]
-                    if r < -rtol * (abs(c) + abs(u[i]) + abs(v[j])):
+                    if r < -(rtol * (abs(c) + abs(u[i]) + abs(v[j])) + atol):
                         if found < cap:
                             insert_sorted(reduced[i], index[i], found, r, j)
                         elif precedes(r, j, reduced[i, cap - 1], index[i, cap - 1]):

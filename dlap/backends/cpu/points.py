@@ -78,9 +78,9 @@ def nearest_columns(a, b, na, nb, metric, p, sign, k, index, cost):
 
 
 @prange_kernel
-def price(a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count):
+def price(a, b, na, nb, metric, p, sign, u, v, rtol, atol, index, reduced, count):
     """Pricing: every pair's reduced cost ``c_ij - u_i - v_j``. Row i's most negative ones below
-    ``-rtol * (|c_ij| + |u_i| + |v_j|)`` go to ``index[i]``, ``reduced[i]`` (as many as fit, most
+    ``-(rtol * (|c_ij| + |u_i| + |v_j|) + atol)`` go to ``index[i]``, ``reduced[i]`` (as many as fit, most
     negative first), and ``count[i]`` says how many there were."""
     m, cap = b.shape[0], index.shape[1]
     for i in prange(a.shape[0]):
@@ -89,7 +89,7 @@ def price(a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count):
         for j in range(m):
             c = pair_cost(a, b, na, nb, i, j, metric, p, sign)
             r = c - u[i] - v[j]
-            if r < -rtol * (abs(c) + abs(u[i]) + abs(v[j])):
+            if r < -(rtol * (abs(c) + abs(u[i]) + abs(v[j])) + atol):
                 if found < cap:
                     t = found
                 elif r < worst:

@@ -41,13 +41,13 @@ def nearest_columns(a, b, na, nb, metric, p, sign, k, index, cost) -> None:
     _back(cost, cost_d)
 
 
-def price(a, b, na, nb, metric, p, sign, u, v, rtol, index, reduced, count) -> None:
+def price(a, b, na, nb, metric, p, sign, u, v, rtol, atol, index, reduced, count) -> None:
     points, (d, metric, p, sign) = _geometry(a, b, na, nb, metric, p, sign)
     n, m, cap = a.shape[0], b.shape[0], index.shape[1]
     index_d, reduced_d = cupy.empty((n, cap), dtype=np.int64), cupy.empty((n, cap))
     count_d = cupy.empty(n, dtype=np.int64)
     _launch("price", a, n, (*points, np.int64(n), np.int64(m), d, metric, p, sign, _device(u, np.float64),
-                            _device(v, np.float64), np.float64(rtol), np.int32(cap), index_d, reduced_d, count_d))
+                            _device(v, np.float64), np.float64(rtol), np.float64(atol), np.int32(cap), index_d, reduced_d, count_d))
     _back(index, index_d)
     _back(reduced, reduced_d)
     _back(count, count_d)

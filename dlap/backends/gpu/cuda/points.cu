@@ -60,11 +60,11 @@ __global__ void nearest_columns(const T* a, const T* b, const double* na, const 
   }
 }
 
-// Pricing: row i's most negative reduced costs c - u_i - v_j below -rtol (|c| + |u_i| + |v_j|),
+// Pricing: row i's most negative reduced costs c - u_i - v_j below -(rtol (|c| + |u_i| + |v_j|) + atol),
 // at most cap of them, and how many there were. One thread per row.
 template <typename T>
 __global__ void price(const T* a, const T* b, const double* na, const double* nb, long long n, long long m, int d,
-                      int metric, double p, double sign, const double* u, const double* v, double rtol, int cap,
+                      int metric, double p, double sign, const double* u, const double* v, double rtol, double atol, int cap,
                       long long* index, double* reduced, long long* count) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -75,7 +75,7 @@ __global__ void price(const T* a, const T* b, const double* na, const double* nb
   for (long long j = 0; j < m; ++j) {
     double c = point_cost(a, b, na, nb, i, j, d, metric, p, sign);
     double r = c - ui - v[j];
-    if (r < -rtol * (fabs(c) + fabs(ui) + fabs(v[j]))) {
+    if (r < -(rtol * (fabs(c) + fabs(ui) + fabs(v[j])) + atol)) {
       if (found < cap) {
         insert_sorted(keys, items, (int)found, r, j);
       } else if (r < worst) {

@@ -171,8 +171,13 @@ def _solve_on_cpu(flat, start, rows, cols, transposed, sign, offsets, integer):
     if not n_problems:
         return u, v, col4row, status
     with solve_threads(int(flat.size)):
+        import numba
+
+        threads = numba.config.NUMBA_NUM_THREADS  # get_thread_id() is below the pool's size
         solve_all(flat, start, rows.astype(np.int64), cols.astype(np.int64), transposed,
-                  kind(sign), offsets.astype(kind), u, v, col4row, status)
+                  kind(sign), offsets.astype(kind), u, v, col4row, status,
+                  np.empty((threads, 3, col_stride), dtype=np.int64), np.empty((threads, col_stride)),
+                  np.empty((threads, 2, col_stride), dtype=np.bool_))
     return u, v, col4row, status
 
 

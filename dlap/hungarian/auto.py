@@ -18,7 +18,9 @@ engine starts over from its own prices. (Not at once where JV leaves most rows f
 JV leaves almost every row of a tie-heavy matrix free, and the hybrid matches them faster.) On the
 CPU, JV's augmenting row reduction leaves i.i.d. costs under 8% of the rows free at every size
 and structured ones over 10%, so the CPU hands those over at once (geometric n = 10000 as fast as
-after the window, n = 3000 faster; and no variant is compiled on such a first call).
+after the window, n = 3000 faster; and no variant is compiled on such a first call), the
+ε-phases starting from JV's prices unless JV left most rows free (``GREEDY_START_FREE_FRACTION``:
+Machol-Wien, which the greedy by regret proves optimal at once).
 ``stats.phase_counts["jv_free_rows"]`` records JV's free rows and ``["handover_iteration"]`` the
 iteration of the hand-over.
 Rectangular matrices stay with the variants: the extra columns absorb the conflicts, and the
@@ -53,6 +55,10 @@ SCALING_MIN_FREE_FRACTION = 0.02
 #: dual update) would hand them over.
 SCALING_PATH_SHARE = 16
 SCALING_WINDOW = 4
+#: the CPU's hand-over at once starts the ε-phases from JV's prices, unless JV left more than
+#: this share of the rows free (geometric 10% to 21%, 3-D 11% to 13%, disjoint clouds 76% to 93%,
+#: Machol-Wien 98% and more: from JV's prices 3000 x 3000 took 3.3 s, from the greedy 0.05 s)
+GREEDY_START_FREE_FRACTION = 0.5
 
 
 def stalled(window: list[int], n_free: int, n_rows: int, searching: bool) -> bool:
@@ -87,7 +93,8 @@ def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", 
 
     if square and structured and backend.device == "cpu":
         stats.phase_counts["handover_iteration"] = 0
-        solve_scaling(backend, state, stats, progress, roots)
+        greedy = stats.phase_counts["jv_free_rows"] > GREEDY_START_FREE_FRACTION * state.n_rows
+        solve_scaling(backend, state, stats, progress, roots, "greedy" if greedy else "jv")
         return
 
     seen = [0, 0]  # iterations and augmentations at the previous check

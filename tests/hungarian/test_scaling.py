@@ -131,6 +131,32 @@ def test_auto_hands_structured_costs_to_scaling(family):
     assert result.stats.method == "scaling"
     assert result.stats.phase_counts["jv_free_rows"] > 60
     assert result.stats.phase_counts["handover_iteration"] == 0  # the CPU hands over before any iteration
+    # the ε-phases start from JV's prices where JV matched most rows, else from the greedy by regret
+    most_free = result.stats.phase_counts["jv_free_rows"] > 300
+    assert result.stats.init == ("prices" if most_free else "jv")
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), n=st.integers(1, 25), integer=st.booleans())
+def test_the_jv_start_is_exact(data, n, integer):
+    """ε-scaling from JV initialisation's state (the CPU's hand-over at once) on any matrix: ties,
+    constant matrices (prices of spread 0: no ε-phase, JV's tight pairs kept), tiny and
+    negative entries."""
+    from scipy.optimize import linear_sum_assignment
+
+    from dlap.hungarian.phases import initialise
+    from dlap.hungarian.scaling import solve_scaling
+    from dlap.timing import PhaseTimer
+
+    values = st.integers(-5, 5) if integer else st.sampled_from([0.0, 1.0, 1e-12, 2.5, -3.0, 7e5])
+    cost = data.draw(arrays(np.int64 if integer else np.float64, (n, n), elements=values))
+    backend, stats = CPUBackend(), Stats()
+    state = backend.allocate(prepare(cost))
+    initialise(backend, state, "jv", stats, PhaseTimer(stats))
+    solve_scaling(backend, state, stats, start="jv")
+    rows, cols = linear_sum_assignment(cost)
+    assert sorted(state.row_match.tolist()) == list(range(n))
+    assert cost[np.arange(n), state.row_match].sum() == pytest.approx(cost[rows, cols].sum(), abs=1e-9)
 
 
 @pytest.mark.parametrize("f", [0.1, 1.0, 10.0])

@@ -111,7 +111,8 @@ class CPUBackend(DeviceBackend):
             argmin = self.column_minima(state)
             if not np.isfinite(state.v).all():
                 return False  # a column of forbidden entries only
-            k.jv_assignment_from_minima(state.cost, state.v, argmin, state.row_match, state.col_match)
+            k.jv_assignment_from_minima(state.cost, state.v, argmin, state.row_match, state.col_match,
+                                        np.zeros(n_rows, dtype=np.int64))
         n_free = k.optimality_check(state.row_match, state.free_rows)
         k.augmenting_row_reduction(
             state.cost, state.v, state.row_match, state.col_match, state.free_rows, n_free,
@@ -140,10 +141,13 @@ class CPUBackend(DeviceBackend):
         """The CSR with each row's edges made as ``how`` says (the previous CSR: only read for
         rows it does not scan)."""
         old_ptr, old_idx = (state.row_ptr, state.col_idx) if state.row_ptr is not None else (_NO_EDGES, _NO_EDGES)
-        row_ptr = np.empty(state.n_rows + 1, dtype=np.int64)
-        state.col_idx = k.compress(state.cost, state.u, state.v, state.tol_scale, how, old_ptr, old_idx,
-                                   state.col_seen, row_ptr)
-        state.row_ptr = row_ptr
+        geometry = (state.cost, state.u, state.v, state.tol_scale, how, old_ptr, old_idx, state.col_seen)
+        row_ptr = np.zeros(state.n_rows + 1, dtype=np.int64)
+        k.count_edges(*geometry, row_ptr[1:])
+        np.cumsum(row_ptr, out=row_ptr)
+        col_idx = np.empty(int(row_ptr[-1]), dtype=np.int64)
+        k.scatter_edges(*geometry, row_ptr, col_idx)
+        state.row_ptr, state.col_idx = row_ptr, col_idx
         return int(row_ptr[-1])
 
     def classical_forward_pass(self, state, resume=False):
@@ -158,7 +162,7 @@ class CPUBackend(DeviceBackend):
         if state.forest_low is None:
             state.forest_low = np.empty(state.n_rows)
         return k.classical_theta(state.cost, state.u, state.v, state.rows_q, state.n_forest_rows, state.col_seen,
-                                 state.tol_scale, state.forest_low)
+                                 state.tol_scale, state.forest_low, np.empty(state.n_forest_rows))
 
     def classical_shift(self, state, theta):
         k.classical_shift(state.u, state.v, state.rows_q, state.n_forest_rows, state.col_seen, theta)
@@ -256,7 +260,7 @@ class CPUBackend(DeviceBackend):
         rows = state.free_rows[: state.n_free]
         return ks.assign_free_rows(
             state.cost, state.v, eps, rows[::-1].copy() if reverse else rows,
-            state.n_cols - state.n_rows if virtual else 0, state.row_match, state.col_match,
+            np.full(state.n_cols - state.n_rows if virtual else 0, -1, dtype=np.int64), state.row_match, state.col_match,
             state.slack, state.col_pred, state.v_open, state.forest_cols, state.col_level, state.counters,
         )
 

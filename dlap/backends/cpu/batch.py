@@ -17,7 +17,7 @@ range of :mod:`dlap.problem`).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import get_thread_id, njit, prange
 
 from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
 from .paths import flip_path
@@ -35,14 +35,14 @@ def entry(flat, start, i, j, rows, cols, transposed, sign, offset):
 
 
 @njit(cache=True, nogil=True)
-def column_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col):
+def column_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col, lowest_row):
     """Square problems: each column's dual is its minimum, and each column goes to its minimum's
     row while that row is free (Jonker-Volgenant's column reduction; ``u = 0`` with these ``v``
     is feasible and tight on the pairs made, so the searches start from there). A rectangular
-    problem keeps ``v = 0``: its longer side's duals must end <= 0."""
-    lowest_row = np.full(cols, -1, np.int64)
+    problem keeps ``v = 0``: its longer side's duals must end <= 0. ``lowest_row``: scratch,
+    ``cols`` entries."""
     for j in range(cols):
-        lowest = np.inf
+        lowest, lowest_row[j] = np.inf, -1
         for i in range(rows):
             x = entry(flat, start, i, j, rows, cols, transposed, sign, offset)
             if x < lowest:
@@ -55,15 +55,15 @@ def column_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4r
 
 
 @njit(cache=True, nogil=True)
-def augmenting_row_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col):
+def augmenting_row_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col, free):
     """Jonker-Volgenant's augmenting row reduction, two passes over the free rows: a free row takes
     the column of its lowest reduced cost ``c_ij - v_j``, whose price drops by the gap to the row's
     second lowest (so the row sits at a minimum, tied), and the row it displaces is free again:
     at once when the price dropped, in the next pass otherwise. Prices only drop and the columns
     taken stay taken, so the longer side of a rectangular problem keeps ``v <= 0``, 0 where free;
     every assigned row stays at a minimum of its reduced costs. (On uniform costs this leaves a
-    few free rows, as lapx's LAPJV does; the searches then finish.)"""
-    free = np.empty(rows, np.int64)
+    few free rows, as lapx's LAPJV does; the searches then finish.) ``free``: scratch, ``rows``
+    entries."""
     n_free = 0
     for i in range(rows):
         if col4row[i] < 0:
@@ -107,29 +107,30 @@ def augmenting_row_reduction(flat, start, rows, cols, transposed, sign, offset, 
 
 
 @njit(cache=True, nogil=True)
-def augmenting_paths(flat, start, rows, cols, transposed, sign, offset, u, v, col4row):
+def augmenting_paths(flat, start, rows, cols, transposed, sign, offset, u, v, col4row, row4col, path, free, spc,
+                     in_sr, in_sc):
     """Solve one problem: ``col4row``, ``u`` (rows) and ``v`` (columns) in its working form.
-    Returns 0, or INFEASIBLE when a row cannot reach a free column through finite costs."""
+    Returns 0, or INFEASIBLE when a row cannot reach a free column through finite costs.
+    ``row4col``, ``path``, ``spc``, ``in_sc`` (``cols`` entries at least), ``free`` and ``in_sr``
+    (``rows``) are the thread's scratch: no kernel allocates (an allocation compiles NumPy's
+    allocators into a first call)."""
     inf = np.inf
-    row4col = np.full(cols, -1, np.int64)
-    path = np.empty(cols, np.int64)
-    spc = np.empty(cols)
-    in_sr = np.zeros(rows, np.bool_)
-    in_sc = np.zeros(cols, np.bool_)
+    for j in range(cols):
+        row4col[j] = -1
     u[:rows] = 0.0
     v[:cols] = 0.0
     if rows == cols:
-        column_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col)
-    augmenting_row_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col)
+        column_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col, path)
+    augmenting_row_reduction(flat, start, rows, cols, transposed, sign, offset, v, col4row, row4col, free)
     for i in range(rows):  # each assigned row sits at a minimum of its reduced costs: u makes it tight
         if col4row[i] >= 0:
             u[i] = entry(flat, start, i, col4row[i], rows, cols, transposed, sign, offset) - v[col4row[i]]
     for cur in range(rows):
         if col4row[cur] >= 0:
             continue
-        spc[:] = inf
-        in_sr[:] = False
-        in_sc[:] = False
+        spc[:cols] = inf
+        in_sr[:rows] = False
+        in_sc[:cols] = False
         i, min_val, sink = cur, 0.0, -1
         while sink < 0:
             in_sr[i] = True
@@ -167,9 +168,14 @@ def augmenting_paths(flat, start, rows, cols, transposed, sign, offset, u, v, co
 
 
 @prange_kernel
-def solve_all(flat, start, rows, cols, transposed, sign, offset, u, v, col4row, status):
-    """Every problem of the batch, spread over the threads (one problem per thread at a time)."""
+def solve_all(flat, start, rows, cols, transposed, sign, offset, u, v, col4row, status, ints, spc, flags):
+    """Every problem of the batch, spread over the threads (one problem per thread at a time),
+    each thread with its row of the scratch ``ints`` (three rows: ``row4col``, ``path``,
+    ``free``), ``spc`` and ``flags`` (two rows: ``in_sr``, ``in_sc``) for
+    :func:`augmenting_paths`."""
     for b in prange(start.shape[0]):
         if rows[b] > 0:
+            t = get_thread_id()
             status[b] = augmenting_paths(flat, start[b], rows[b], cols[b], transposed[b], sign, offset[b],
-                                         u[b], v[b], col4row[b])
+                                         u[b], v[b], col4row[b], ints[t, 0], ints[t, 1], ints[t, 2], spc[t],
+                                         flags[t, 0], flags[t, 1])

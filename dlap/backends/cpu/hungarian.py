@@ -114,7 +114,7 @@ def initial_assignment(C, u, v, row_match, col_match, tol_scale):
 
 
 @njit(cache=True, nogil=True)
-def jv_assignment_from_minima(C, v, argmin, row_match, col_match):
+def jv_assignment_from_minima(C, v, argmin, row_match, col_match, count):
     """Jonker & Volgenant (1987) column reduction and reduction transfer, after ``column_reduction``.
 
     Each column goes to the row holding its minimum when that row is still free; a row that got
@@ -122,9 +122,10 @@ def jv_assignment_from_minima(C, v, argmin, row_match, col_match):
     keeps every dual feasible (v only decreases). Columns are taken first column first (JV scan
     from the last; either order is exact): with ties to the first row in ``argmin`` and to the
     first free column in ARR, a constant matrix gets the identity, as from scipy (its issue 11602).
+    ``count`` is scratch, zeros in (each kernel's scratch comes from its caller: an allocation
+    inside a kernel compiles NumPy's allocators too, on a first call).
     """
     n_rows, n_cols = C.shape
-    count = np.zeros(n_rows, dtype=np.int64)
     for j in range(n_cols):
         i = argmin[j]
         if count[i] == 0:
@@ -274,24 +275,21 @@ def _row_edges(C, u, v, tol_scale, i, how, old_ptr, old_idx, col_seen, out, k, w
 
 
 @prange_kernel(nogil=True)
-def compress(C, u, v, tol_scale, how, old_ptr, old_idx, col_seen, row_ptr):
-    """Section 3.3: the zero-slack edges as CSR (``row_ptr`` filled, column indices returned), each
-    row's made as ``how[i]`` says (:data:`SCAN_ROW` for every row: the whole matrix; the others
-    take the row's edges from the previous CSR ``old_ptr``/``old_idx``).
-
-    The paper's stream compaction: a predicate count per row, a prefix sum, then a scatter.
-    """
-    n_rows = C.shape[0]
-    counts = np.zeros(n_rows, dtype=np.int64)
-    for i in prange(n_rows):
+def count_edges(C, u, v, tol_scale, how, old_ptr, old_idx, col_seen, counts):
+    """Section 3.3's stream compaction, its predicate count: ``counts[i]``, row i's zero-slack
+    edges made as ``how[i]`` says (:data:`SCAN_ROW` for every row: the whole matrix; the others
+    take the row's edges from the previous CSR ``old_ptr``/``old_idx``). The backend's prefix
+    sum of the counts is the CSR's ``row_ptr``; :func:`scatter_edges` writes the edges."""
+    for i in prange(C.shape[0]):
         counts[i] = _row_edges(C, u, v, tol_scale, i, how[i], old_ptr, old_idx, col_seen, counts, 0, False)
-    row_ptr[0] = 0
-    for i in range(n_rows):
-        row_ptr[i + 1] = row_ptr[i] + counts[i]
-    col_idx = np.empty(row_ptr[n_rows], dtype=np.int64)
-    for i in prange(n_rows):
+
+
+@prange_kernel(nogil=True)
+def scatter_edges(C, u, v, tol_scale, how, old_ptr, old_idx, col_seen, row_ptr, col_idx):
+    """The compaction's scatter: row i's edges (those :func:`count_edges` counted) to
+    ``col_idx[row_ptr[i]:row_ptr[i + 1]]``."""
+    for i in prange(C.shape[0]):
         _row_edges(C, u, v, tol_scale, i, how[i], old_ptr, old_idx, col_seen, col_idx, row_ptr[i], True)
-    return col_idx
 
 
 @njit(cache=True, nogil=True)
@@ -346,15 +344,14 @@ def classical_forward_pass(
 
 
 @prange_kernel(nogil=True)
-def classical_theta(C, u, v, rows_q, n_q, col_seen, tol_scale, forest_low):
+def classical_theta(C, u, v, rows_q, n_q, col_seen, tol_scale, forest_low, row_low):
     """Algorithm 7: theta = min slack over forest rows x uncovered columns, in parallel over the
     forest rows. Returns inf when no finite edge leaves the forest (infeasible).
 
     Also leaves ``forest_low[q]``: row ``rows_q[q]``'s smallest uncovered slack less twice its
     zero-slack tolerance, which tells the compression after the shift which rows can have gained
-    an edge (:func:`dlap.backends.base.rescan_bound`)."""
+    an edge (:func:`dlap.backends.base.rescan_bound`). ``row_low`` is scratch (``n_q`` entries)."""
     n_cols = C.shape[1]
-    row_low = np.empty(n_q, dtype=np.float64)
     for q in prange(n_q):
         i = rows_q[q]
         ui = u[i]

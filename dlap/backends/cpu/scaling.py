@@ -321,9 +321,10 @@ def search_offer(C, v, v_open, dist, pred, match, row, shift, offer):
 
 
 @njit(cache=True, nogil=True)
-def assign_free_rows(C, v, eps, rows, n_virtual, row_match, col_match, dist, col_pred, v_open,
+def assign_free_rows(C, v, eps, rows, extra_match, row_match, col_match, dist, col_pred, v_open,
                      done, done_dist, counters):
-    """Assign each row of ``rows`` (free, in that order), then ``n_virtual`` rows of zero costs:
+    """Assign each row of ``rows`` (free, in that order), then ``extra_match.shape[0]`` rows of
+    zero costs (virtual rows; ``extra_match``, their ``row_match``, -1s in):
     one shortest augmenting path search each (ε = 0: exact; ε > 0: completed columns lowered by
     at least ε), from the partial assignment in ``row_match``/``col_match``. Returns False when a
     row finds no finite path (infeasible). ``counters[1]`` counts rows scanned, ``counters[0]``
@@ -334,7 +335,7 @@ def assign_free_rows(C, v, eps, rows, n_virtual, row_match, col_match, dist, col
     problem give every such column the largest price, which is what the rectangular problem's
     dual asks of its unassigned columns (shift the prices so that it is 0)."""
     n_rows, n_cols = C.shape
-    extra_match = np.full(n_virtual, -1, dtype=np.int64)  # row_match of the virtual rows
+    n_virtual = extra_match.shape[0]
     for j in range(n_cols):
         v_open[j] = v[j]
     for q in range(rows.shape[0] + n_virtual):

@@ -255,3 +255,14 @@ def test_an_empty_batch_is_an_empty_result():
     for empty in ([], (), np.zeros((0, 3, 3))):
         result = dlap.solve_batch(empty, duals=True)
         assert len(result) == 0 and list(result) == [] and len(result.objective) == 0
+
+
+@pytest.mark.parametrize("shape, maximize", [((1500, 24, 30), False), ((1500, 30, 24), True)])
+def test_a_batch_large_enough_for_the_thread_team(shape, maximize):
+    """Above SERIAL_MAX_ENTRIES the problems spread over the thread team, each thread solving in
+    its own row of the scratch (get_thread_id): every problem still scipy's optimum."""
+    from dlap.threads import SERIAL_MAX_ENTRIES
+
+    assert np.prod(shape) > SERIAL_MAX_ENTRIES
+    costs = np.random.default_rng(shape[1]).integers(0, 40, shape)
+    assert_batch(dlap.solve_batch(costs, maximize=maximize, device="cpu", duals=True), costs, maximize)

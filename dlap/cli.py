@@ -349,7 +349,7 @@ def _bench_points(args) -> int:
     from .bench import points
 
     records = points.run(sizes=args.n, device=args.device, seed=args.seed, out=args.json,
-                         families=args.families or ("uniform",))
+                         families=args.families or ("uniform",), m_ratio=args.m_ratio)
     _print_table(args, points.table(records))
     return 0 if all(r.get("optimal", True) and r.get("same_optimum", True) for r in records) else 1
 
@@ -439,6 +439,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--families", nargs="+",
                    help="family[:f], e.g. uniform:0.1 geometric machol-wien ties (default uniform:1 uniform:10 float); "
                         "dgs: geometric-benefit geometric uniform")
+    p.add_argument("--m-ratio", type=float, default=1.0, metavar="RATIO",
+                   help="points: the second set has round(n * RATIO) points (default 1: square)")
     p.add_argument("--solvers", nargs="+",
                    help="dlap, dlap-tree, dlap-classical, dlap-hybrid, dlap-scaling, dlap-gpu, dlap-gpu-tree, "
                         "dlap-gpu-classical, dlap-gpu-hybrid, dlap-gpu-scaling, scipy, lap, lapx "

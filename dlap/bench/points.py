@@ -1,6 +1,7 @@
 """``dlap bench --suite points``: dlap.solve_points on point sets of :func:`dlap.generate.points`
 (default: uniform in the unit square), beside dlap's dense engine on the same costs as a matrix
-where the matrix fits.
+where the matrix fits. ``m_ratio`` makes the second set ``round(n * m_ratio)`` points (rectangular
+problems, either orientation).
 
 For every family and size (Euclidean; cosine for ``embeddings``), after untimed runs that compile
 every kernel (on the GPU one at the size itself: CuPy compiles some kernels per size): the
@@ -35,8 +36,8 @@ VERIFY_PAIRS = 10**11
 DENSE_PAIRS = {"cpu": 4 * 10**8, "gpu": 2 * 10**9}
 
 
-def _points(family: str, n: int, seed: int, device: str):
-    a, b = points(family, n, seed=seed)
+def _points(family: str, n: int, m: int, seed: int, device: str):
+    a, b = points(family, n, m, seed=seed)
     if device == "gpu":
         import cupy
 
@@ -60,19 +61,24 @@ def _synchronize(device: str) -> None:
         cupy.cuda.Device().synchronize()
 
 
-def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, families=("uniform",)):
+def _columns(n: int, m_ratio: float) -> int:
+    return max(1, round(n * m_ratio))
+
+
+def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, families=("uniform",),
+        m_ratio: float = 1.0):
     """Run the points benchmark; write JSON lines to ``out`` as they come; return the records."""
     sizes = sorted(sizes or POINTS_SIZES)
     records = []
     for family in families:  # every kernel compiled before any timer starts: both engines', then the team's
-        a, b = _points(family, 300, seed + 1, device)
+        a, b = _points(family, 300, _columns(300, m_ratio), seed + 1, device)
         solve_points(a, b, _metric(family), device=device)
         solve(_matrix(a, b, _metric(family), device), device=device)
     for_large_solves(device)
     with Records(out) as sink:
         for family, n in ((family, n) for family in families for n in sizes):
-            metric = _metric(family)
-            a, b = _points(family, n, seed, device)
+            metric, m = _metric(family), _columns(n, m_ratio)
+            a, b = _points(family, n, m, seed, device)
             if device == "gpu":  # one untimed run at this size: CuPy compiles some of its kernels per size
                 solve_points(a, b, metric, device=device)
             _synchronize(device)
@@ -81,7 +87,7 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, fa
             _synchronize(device)
             seconds = time.perf_counter() - started
             record = {
-                "suite": "points", "family": family, "metric": metric, "n": n, "device": device,
+                "suite": "points", "family": family, "metric": metric, "n": n, "m": m, "device": device,
                 "host": platform.node(), "solve_s": round(seconds, 3), "objective": result.objective,
                 "phase_seconds": {k: round(v, 3) for k, v in result.stats.phase_seconds.items()},
                 "phase_counts": dict(result.stats.phase_counts),
@@ -91,11 +97,11 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, fa
                 import cupy
 
                 record["gpu_pool_gib"] = round(cupy.get_default_memory_pool().total_bytes() / 2**30, 2)
-            if device == "cpu" or n * n <= VERIFY_PAIRS:
+            if device == "cpu" or n * m <= VERIFY_PAIRS:
                 started = time.perf_counter()
                 record["optimal"] = bool(result.verify().optimal)
                 record["verify_s"] = round(time.perf_counter() - started, 3)
-            if n * n <= DENSE_PAIRS[device]:
+            if n * m <= DENSE_PAIRS[device]:
                 matrix = _matrix(a, b, metric, device)
                 if device == "gpu":  # untimed at this size too
                     solve(matrix, device=device)
@@ -119,8 +125,13 @@ def table(records) -> str:
     for r in records:
         phases, counts = r["phase_seconds"], r["phase_counts"]
         lines.append(
-            f"| {r.get('family', 'uniform')} | {r['n']} | {r['device']} | {r['solve_s']:.2f} | {phases.get('candidates', 0):.2f} "
+            f"| {r.get('family', 'uniform')} | {_shape(r)} | {r['device']} | {r['solve_s']:.2f} | {phases.get('candidates', 0):.2f} "
             f"| {phases.get('core_solve', 0):.2f} | {phases.get('pricing', 0):.2f} | {counts.get('pricing_rounds', '')} "
             f"| {counts.get('core_edges', '')} | {r['peak_rss_gib']} | {r.get('verify_s', '')} "
             f"| {r.get('dense_s', '')} | {'yes' if r.get('same_optimum', True) and r.get('optimal', True) else 'NO'} |")
     return "\n".join(lines)
+
+
+def _shape(record) -> str:
+    n, m = record["n"], record.get("m", record["n"])
+    return str(n) if m == n else f"{n} x {m}"

@@ -45,6 +45,10 @@ def test_the_points_suite_runs_from_the_command(tmp_path, capsys):
     assert cli.main(["bench", "--suite", "points", "--n", "200", "--families", "shifted", "embeddings"]) == 0
     shown = capsys.readouterr().out
     assert "| shifted | 200 | cpu |" in shown and "| embeddings | 200 | cpu |" in shown and "NO" not in shown
+    for ratio, m in ((0.8, 160), (1.25, 250)):  # rectangular, both orientations
+        assert cli.main(["bench", "--suite", "points", "--n", "200", "--m-ratio", str(ratio), "--families", "shifted"]) == 0
+        shown = capsys.readouterr().out
+        assert f"| shifted | 200 x {m} | cpu |" in shown and "NO" not in shown
 
 
 def test_the_first_calls_suite_times_fresh_processes(tmp_path):

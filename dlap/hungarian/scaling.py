@@ -174,8 +174,12 @@ def exact_phase(backend, state, counts: dict, keep: bool) -> bool:
 def jv_start_excess(state) -> float:
     """Step 1 from Jonker-Volgenant initialisation's prices and assignment (feasible, its pairs
     tight): ``n * ε₀``, ε₀ ``JV_START_EPSILON_FACTOR`` times the prices' standard deviation.
-    JV's start skips the greedy's kernels (what a first call compiles)."""
-    return JV_START_EPSILON_FACTOR * float(array_module(state.v).std(state.v)) * state.n_rows
+    JV's start skips the greedy's kernels (what a first call compiles). The deviation is taken of
+    the prices over their largest magnitude (their squares could overflow)."""
+    xp = array_module(state.v)
+    top = float(xp.abs(state.v).max()) if state.v.size else 0.0
+    spread = top * float(xp.std(state.v / top)) if top > 0 else 0.0
+    return JV_START_EPSILON_FACTOR * spread * state.n_rows
 
 
 def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer, report: Progress,

@@ -136,19 +136,20 @@ def test_auto_hands_structured_costs_to_scaling(family):
     assert result.stats.init == ("prices" if most_free else "jv")
 
 
+@pytest.mark.filterwarnings("error")
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), n=st.integers(1, 25), integer=st.booleans())
 def test_the_jv_start_is_exact(data, n, integer):
     """ε-scaling from JV initialisation's state (the CPU's hand-over at once) on any matrix: ties,
-    constant matrices (prices of spread 0: no ε-phase, JV's tight pairs kept), tiny and
-    negative entries."""
+    constant matrices (prices of spread 0: no ε-phase, JV's tight pairs kept), tiny, negative and
+    huge entries (prices whose squares overflow: no warning)."""
     from scipy.optimize import linear_sum_assignment
 
     from dlap.hungarian.phases import initialise
     from dlap.hungarian.scaling import solve_scaling
     from dlap.timing import PhaseTimer
 
-    values = st.integers(-5, 5) if integer else st.sampled_from([0.0, 1.0, 1e-12, 2.5, -3.0, 7e5])
+    values = st.integers(-5, 5) if integer else st.sampled_from([0.0, 1.0, 1e-12, 2.5, -3.0, 7e5, 1e300, -1e300])
     cost = data.draw(arrays(np.int64 if integer else np.float64, (n, n), elements=values))
     backend, stats = CPUBackend(), Stats()
     state = backend.allocate(prepare(cost))

@@ -44,7 +44,7 @@ def _check(a, b, metric="euclidean", p=None, maximize=False, **options):
     dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31 - 1),
     candidates=st.integers(1, 6), clustered=st.booleans(),
 )
-# a pair of cost 0 whose duals' rounding left it -4e-17: pricing found it every round (CI, stop 44)
+# a pair of cost 0 whose duals' rounding left it -4e-17: pricing found it every round
 @example(n=31, m=38, d=2, metric="sqeuclidean", maximize=False, dtype=np.float64, seed=6268, candidates=3,
          clustered=True)
 def test_the_optimum_of_the_dense_matrix(n, m, d, metric, maximize, dtype, seed, candidates, clustered):

@@ -57,7 +57,7 @@ SCALING_PATH_SHARE = 16
 SCALING_WINDOW = 4
 #: the CPU's hand-over at once starts the ε-phases from JV's prices, unless JV left more than
 #: this share of the rows free (geometric 10% to 21%, 3-D 11% to 13%, disjoint clouds 76% to 93%,
-#: Machol-Wien 98% and more: from JV's prices 3000 x 3000 took 3.3 s, from the greedy 0.05 s)
+#: Machol-Wien 98% and more, which the greedy by regret solves without a search)
 GREEDY_START_FREE_FRACTION = 0.5
 
 

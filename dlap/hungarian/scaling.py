@@ -201,10 +201,10 @@ def scaling_iterations(backend, state, stats: Stats, phase: PhaseTimer, report: 
         with phase("narrow_copy"):
             rough = backend.narrowed(state)  # the ε-phases' half-width copy of the matrix
         stats.phase_counts["scaling_narrowed"] = int(rough is not None)
-    start, parts = report.fraction, len(schedule) + 1
+    begun, parts = report.fraction, len(schedule) + 1  # the bar's share done before the phases
 
     def next_part(k: int, name: str) -> None:
-        report.stage(name, start + (1 - start) * k / parts, start + (1 - start) * (k + 1) / parts,
+        report.stage(name, begun + (1 - begun) * k / parts, begun + (1 - begun) * (k + 1) / parts,
                      n_free=state.n_rows)
 
     for k, eps in enumerate(schedule):

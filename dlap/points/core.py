@@ -51,8 +51,8 @@ AUCTION_BIDS_PER_ROW = 200
 #: have new edges, else by letting the rows they undercut go (square matrices)
 WARM_AUCTION_SHARE = 0.05
 #: a search of the first core that reaches no free column gives each row it reached edges to this
-#: many nearest free columns (one makes its root matchable; as many as the rows reached made the
-#: shifted clouds' core a fifth of the whole matrix: n = 3000, 1.7M edges, 3.0 s -> 0.8M, 1.8 s)
+#: many nearest free columns (one makes its root matchable; as many as the rows reached grew the
+#: core by their square each time: docs/benchmarks.md, "Point sets")
 FREE_COLUMN_EDGES = 8
 #: the most pricing rounds before the engine gives up (a bound the tests never reach)
 MAX_ROUNDS = 1000

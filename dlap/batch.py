@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .arrays import adopt
-from .certificate import certify, widened
+from .certificate import RTOL, certify, widened
 from .device import MSG_NO_GPU, gpu_available
 from .options import DEVICES, Device, check_choice
 from .problem import (
@@ -72,7 +72,7 @@ class BatchResult:
     def __iter__(self):
         return zip(self.row_ind, self.col_ind, strict=True)
 
-    def verify(self, b: int, cost, rtol: float = 1e-9):
+    def verify(self, b: int, cost, rtol: float = RTOL):
         """The certificate of problem ``b`` (:func:`dlap.certificate.certify`) against its matrix
         ``cost``; needs the duals (``solve_batch(..., duals=True)``)."""
         if self.row_duals is None:

@@ -34,6 +34,8 @@ from .device import array_module
 from .problem import FLOAT_HEADROOM, MSG_NOT_2D, check_entries, offset_for_range, scale_exponent
 
 BLOCK_ELEMENTS = 1 << 22  # matrix entries per block (bounded temporaries)
+#: the relative tolerance of a float certificate (its slack and its gap) unless the caller gives one
+RTOL = 1e-9
 #: integer duals, less the entries' offset, are checked within ± this (int64 then holds every sum)
 _DUAL_LIMIT = 2**61
 
@@ -79,7 +81,7 @@ def refused(problems) -> Certificate:
 
 
 def certify(cost, row_ind, col_ind, objective, row_duals, col_duals, *, maximize: bool = False,
-            heuristic: bool = False, rtol: float = 1e-9) -> Certificate:
+            heuristic: bool = False, rtol: float = RTOL) -> Certificate:
     """Check an assignment of ``cost`` (NumPy, or CuPy: checked on its GPU) and its duals; see the
     module docstring. Raises ValueError for a matrix dlap would refuse (not 2-D, NaN, integers out
     of range), never for a wrong answer: that gets ``optimal=False`` and its ``problems``."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .certificate import BLOCK_ELEMENTS, Certificate, certify, widened
+from .certificate import BLOCK_ELEMENTS, RTOL, Certificate, certify, widened
 from .device import array_module
 
 MSG_MATRIX_GONE = (
@@ -131,7 +131,7 @@ class Assignment:
         """Unpack as scipy does: ``rows, cols = dlap.solve(c)``."""
         return iter((self.row_ind, self.col_ind))
 
-    def verify(self, cost=None, rtol: float = 1e-9) -> Certificate:
+    def verify(self, cost=None, rtol: float = RTOL) -> Certificate:
         """Prove the assignment optimal from the matrix, the indices and the duals alone, trusting
         nothing else the solver stored (:func:`dlap.certificate.certify`): a permutation of the
         right size, the objective summed again, every entry's dual feasibility, complementary

@@ -75,6 +75,25 @@ def test_shifted_clouds_whose_neighbours_match_no_row_set(n, m, candidates):
     assert result.stats.phase_counts["unmatchable"] >= 1
 
 
+@pytest.mark.parametrize("n, m", [(240, 200), (300, 360), (600, 720)])
+def test_clustered_sets_of_different_sizes(n, m):
+    """Rectangular: the auction's last ε leaves rows free whose columns are priced below the
+    unassigned ones; the searches reach them through the implicit rows of the square problem."""
+    a, b = generate.points("clustered", n, m, seed=n)
+    _check(a, b)
+
+
+def test_an_objective_near_zero_beside_larger_duals():
+    """Cosine on a coarse grid: nearly every row has a parallel column, so the optimum is a sum of
+    rounding (about -4e-15) while the core's duals are near 0.03; their rounding alone kept the
+    certificate from closing the gap, so the engine takes the duals nearest 0 and prices again."""
+    rng = np.random.default_rng(0)
+    n, m = rng.integers(20, 120, 2)
+    a, b = (np.round((rng.random((size, 2)) + 0.1) * 3) / 3 + 0.1 for size in (n, m))
+    result = _check(a, b, "cosine", candidates=int(rng.integers(1, 8)))
+    assert result.stats.phase_counts["largest_duals"] == 1
+
+
 @pytest.mark.parametrize("n, m", [(400, 400), (300, 380)])
 def test_a_warm_auction_that_gives_up_leaves_no_violator_behind(n, m, monkeypatch):
     """An auction that runs out of bids keeps the solution it started from; its duals are not
@@ -225,6 +244,10 @@ def test_the_gpu_engine_reaches_the_optimum(n, m, metric, maximize, seed, candid
     assert result.stats.device == "gpu"
 
 
+#: a square core's auction takes no edges by column
+_NO_COLUMNS = (np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0))
+
+
 def _random_core(n: int, k: int, seed: int, ties: bool):
     """A CSR of n rows with k random columns each and its own (so a perfect matching exists)."""
     rng = np.random.default_rng(seed)
@@ -250,8 +273,8 @@ def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties):
     v, col4row, row4col = np.zeros(n), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     counters = np.zeros(2, dtype=np.int64)
     for start in (25.0, 1.0):
-        assert module.scaled_auction(indptr, indices, costs, v, col4row, row4col, start, last, 6.0, 100.0,
-                                     200 * n, counters)
+        assert module.scaled_auction(indptr, indices, costs, *_NO_COLUMNS, v, col4row, row4col, start, last, 6.0,
+                                     100.0, 200 * n, counters)
         assert np.array_equal(np.sort(col4row), np.arange(n)) and np.array_equal(row4col[col4row], np.arange(n))
         rounding = 1e-12 * (np.abs(v).max() + np.abs(costs).max())  # of c - v, at the prices' magnitude
         assert release_loose_rows(indptr, indices, costs, v.copy(), col4row.copy(), row4col.copy(),
@@ -261,8 +284,37 @@ def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties):
     no_edges = (np.array([0, 1, 1], dtype=np.int64), np.array([0], dtype=np.int64), np.array([1.0]))
     for core in (one_column, no_edges):
         v, matched = np.zeros(2), np.full(2, -1, dtype=np.int64)
-        assert not module.scaled_auction(*core, v, matched, matched.copy(), 1.0, last, 6.0, 1.0, 400,
+        assert not module.scaled_auction(*core, *_NO_COLUMNS, v, matched, matched.copy(), 1.0, last, 6.0, 1.0, 400,
                                          np.zeros(2, dtype=np.int64))
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("n, m, k", [(1, 2, 1), (40, 60, 3), (2000, 2400, 8), (3000, 3300, 1)])
+def test_the_rectangular_auction_leaves_unassigned_columns_at_the_top(n, m, k, ties):
+    """With more columns than rows the reverse iterations leave every row assigned within the
+    last ε of its cheapest column, every unassigned column at price 0 and every price at most 0
+    (the rectangular dual), from zero prices and again from its own."""
+    from dlap.backends.cpu import points as module
+    from dlap.backends.cpu.points import release_loose_rows
+    from dlap.points.core import SparseCore
+
+    rng = np.random.default_rng(n + m + k)
+    core = SparseCore(n, m)
+    rows = np.repeat(np.arange(n), k + 1)
+    cols = np.concatenate([rng.integers(0, m, (n, k)), np.arange(n)[:, None]], axis=1).ravel()
+    core.add(rows, cols, rng.integers(0, 4, rows.size).astype(np.float64) if ties else rng.random(rows.size) * 100)
+    indptr, indices, costs = core.csr()
+    last = 1e-4
+    v, col4row, row4col = np.zeros(m), np.full(n, -1, dtype=np.int64), np.full(m, -1, dtype=np.int64)
+    counters = np.zeros(2, dtype=np.int64)
+    for start in (25.0, 1.0):
+        assert module.scaled_auction(indptr, indices, costs, *core.csc(), v, col4row, row4col, start, last, 6.0,
+                                     100.0, 200 * n, counters)
+        assert (col4row >= 0).all() and np.array_equal(row4col[col4row], np.arange(n))
+        assert (row4col >= 0).sum() == n and (v <= 0).all() and (v[row4col < 0] == 0).all()
+        rounding = 1e-12 * (np.abs(v).max() + np.abs(costs).max())
+        assert release_loose_rows(indptr, indices, costs, v.copy(), col4row.copy(), row4col.copy(),
+                                  last + rounding) == 0
 
 
 def test_a_matching_that_ignores_costs_reports_its_dead_end():

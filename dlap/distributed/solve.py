@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..certificate import refused
+from ..certificate import RTOL, refused
 from ..device import MSG_NO_GPU as NO_GPU
 from ..device import gpus_visible
 from ..options import DEVICES, INITS, check_choice
@@ -57,7 +57,7 @@ class DistributedAssignment(Assignment):
     certificate: Certificate | None = None
     certified: str = ""  # fingerprint of what the ranks certified
 
-    def verify(self, cost=None, rtol: float = 1e-9) -> Certificate:
+    def verify(self, cost=None, rtol: float = RTOL) -> Certificate:
         """The ranks' certificate, as long as the indices, duals and objective are still the ones
         they certified; else (or with ``cost``) the certificate computed here from the matrix."""
         if cost is not None:

@@ -4,16 +4,19 @@ Lee & Orlin's sparse core with pricing, as in column generation:
 
 1. **candidates**: each row's ``k`` cheapest columns and each column's ``k`` cheapest rows (their
    nearest points in the metric: :mod:`dlap.points.search`);
-2. **core solve**: prices from Bertsekas' ε-scaling auction on that sparse graph, then its exact
-   assignment by shortest augmenting paths from them (Jonker & Volgenant's augmenting row
-   reduction, then Crouse's rectangular Dijkstra); a row no path leaves from gets edges to its
-   nearest free columns, and the search runs again;
+2. **core solve**: prices from Bertsekas' ε-scaling auction on that sparse graph (forward, and on a
+   rectangular one reverse too), then its exact assignment by shortest augmenting paths from them
+   (Jonker & Volgenant's augmenting row reduction, then Dijkstra as in Crouse's rectangular
+   algorithm, with implicit rows for the columns left over); a row no path leaves from gets edges
+   to its nearest free columns, and the search runs again;
 3. **pricing**: every one of the n x m pairs' reduced cost ``c_ij - u_i - v_j`` against the core's
    duals; pairs below zero join the core, which is solved again warm: by the auction where many
    rows have new edges, else by letting the rows whose pairs the new edges undercut go and
    searching for them again (square matrices);
 4. stop when pricing finds none: the duals are then feasible for every pair and the assignment is
-   optimal for the whole matrix. :func:`dlap.certificate.certify` proves it again, block by block.
+   optimal for the whole matrix. :func:`dlap.certificate.certify` proves it again, block by block
+   (where the objective is near 0 beside larger duals, the duals nearest 0 are priced once more
+   first, so that their rounding stays within the certificate's tolerance).
 
 The rows are the shorter side (a tall problem is solved transposed), so every row is assigned and
 the columns' duals stay at most 0, and 0 where unassigned (a rectangular matrix's dual).
@@ -25,6 +28,7 @@ import math
 
 import numpy as np
 
+from ..certificate import RTOL as CERTIFICATE_RTOL
 from ..device import array_module
 from ..progress import Progress
 from ..result import Stats
@@ -69,7 +73,7 @@ class SparseCore:
         self.n_rows, self.n_cols = n_rows, n_cols
         self.keys = np.empty(0, dtype=np.int64)  # row * n_cols + col, ascending
         self.costs = np.empty(0)
-        self._csr = None
+        self._csr = self._csc = None
 
     def add(self, rows, cols, costs) -> int:
         """Add the edges not in the core yet; returns how many were new."""
@@ -82,7 +86,7 @@ class SparseCore:
         if new.any():
             self.keys = np.insert(self.keys, at[new], keys[new])
             self.costs = np.insert(self.costs, at[new], costs[new])
-            self._csr = None
+            self._csr = self._csc = None
         return int(new.sum())
 
     @property
@@ -98,6 +102,15 @@ class SparseCore:
             indptr = np.searchsorted(self.keys, np.arange(self.n_rows + 1, dtype=np.int64) * self.n_cols)
             self._csr = indptr, self.cols, self.costs
         return self._csr
+
+    def csc(self):
+        """The edges by column (rows ascending in each): ``indptr``, row indices, costs."""
+        if self._csc is None:
+            order = np.argsort(self.cols, kind="stable")
+            cols = self.cols[order]
+            indptr = np.searchsorted(cols, np.arange(self.n_cols + 1, dtype=np.int64))
+            self._csc = indptr, self.rows[order], self.costs[order]
+        return self._csc
 
     @property
     def size(self) -> int:
@@ -157,6 +170,8 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
     """The exact assignment of every row of ``a`` (n <= m) to the columns of ``b``; see the module
     docstring. ``kernels`` compute the costs on a device (:mod:`dlap.backends.cpu.points` or
     :mod:`dlap.backends.gpu.points`); ``progress`` hears of each stage (:data:`PROGRESS_SHARES`)."""
+    from ..backends.cpu import points as core_kernels
+
     n, m = a.shape[0], b.shape[0]
     args = (a, b, a_norms, b_norms, METRIC_IDS[metric], p, sign)
     square = n == m
@@ -184,6 +199,7 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
         _assign_all(kernels, core, solution, args, square, counts)
     violators_index, violators_reduced = np.empty((n, k), dtype=np.int64), np.empty((n, k))
     violators_count = np.empty(n, dtype=np.int64)
+    polished = False
     for round_ in range(1, MAX_ROUNDS + 1):
         # each round half as long as the one before, in the rest of the bar
         report.stage(f"pricing round {round_}", 1 - (1 - core_end) / 2 ** (round_ - 1),
@@ -200,9 +216,16 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
             core.add(rows, cols, costs)  # violators already in the core are solved again all the same
         counts["pricing_rounds"] = round_
         if not found:
-            break
+            if polished or not _rounding_outweighs_objective(solution):
+                break
+            with _timed("core_solve"):  # and pricing again, for the new duals
+                core_kernels.largest_duals(*core.csr(), solution.u, solution.v, solution.col4row, solution.row4col)
+            polished = True
+            counts["largest_duals"] = counts.get("largest_duals", 0) + 1
+            continue
         with _timed("core_solve"):
             _resume(kernels, core, solution, args, square, counts, rows, cols, costs)
+        polished = False
     else:
         raise RuntimeError(f"dlap internal error: the sparse core did not settle in {MAX_ROUNDS} pricing rounds")
     counts["core_edges"] = core.size
@@ -212,11 +235,11 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
 
 
 def _auction(core, solution, square: bool, counts, first_eps: float | None = None) -> bool:
-    """Prices from Bertsekas' ε-scaling auction on the core, from the solution's prices and
-    matching, ε from ``first_eps`` (else ``AUCTION_FIRST_EPS`` of the costs' spread) down to
-    ``AUCTION_LAST_EPS``; the rows not tight under them are let go for the exact solve, and on a
-    rectangular matrix the columns left unassigned get price 0 (their dual). Where the auction
-    finds no perfect matching of the core, the solution is left as it was (returns False)."""
+    """Prices from Bertsekas' ε-scaling auction on the core (forward and, on a rectangular matrix,
+    reverse), from the solution's prices and matching, ε from ``first_eps`` (else
+    ``AUCTION_FIRST_EPS`` of the costs' spread) down to ``AUCTION_LAST_EPS``; the rows not tight
+    under them are let go for the exact solve. Where the auction finds no perfect matching of
+    the core, the solution is left as it was (returns False)."""
     from ..backends.cpu import points as core_kernels
 
     indptr, indices, costs = core.csr()
@@ -227,23 +250,32 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     first = AUCTION_FIRST_EPS * span if first_eps is None else max(first_eps, last)
     counters = np.zeros(2, dtype=np.int64)
     v, col4row, row4col = solution.v.copy(), solution.col4row.copy(), solution.row4col.copy()
-    settled = core_kernels.scaled_auction(indptr, indices, costs, v, col4row, row4col, first, last,
+    by_column = _NO_COLUMNS if square else core.csc()
+    settled = core_kernels.scaled_auction(indptr, indices, costs, *by_column, v, col4row, row4col, first, last,
                                           AUCTION_EPS_FACTOR, span, AUCTION_BIDS_PER_ROW * core.n_rows, counters)
     counts["auction_bids"] = counts.get("auction_bids", 0) + int(counters[0])
     counts["auction_phases"] = counts.get("auction_phases", 0) + int(counters[1])
     if not settled:
         return False
-    free = -1
-    while True:  # until no row is let go: a column let go gets price 0, which can undercut others
-        if not square:
-            v[row4col < 0] = 0.0
-        now_free = core_kernels.release_loose_rows(indptr, indices, costs, v, col4row, row4col, 0.0)
-        if square or now_free == free:
-            break
-        free = now_free
+    core_kernels.release_loose_rows(indptr, indices, costs, v, col4row, row4col, 0.0)
     solution.v[:], solution.col4row[:], solution.row4col[:] = v, col4row, row4col
     core_kernels.row_duals(indptr, indices, costs, solution.v, solution.u)
     return True
+
+
+#: a square core's auction needs no edges by column
+_NO_COLUMNS = (np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0))
+
+
+def _rounding_outweighs_objective(solution) -> bool:
+    """Whether the duals' rounding (an ulp of the largest of them, a row) could exceed the
+    certificate's tolerance of the objective: an objective near 0 beside duals far from it, as
+    where most rows have a copy of their point among the columns. The duals nearest 0 are then
+    taken instead (:func:`dlap.backends.cpu.points.largest_duals`)."""
+    matched = math.fsum(np.abs(solution.u + solution.v[solution.col4row]).tolist())
+    rounding = solution.u.shape[0] * np.finfo(np.float64).eps * (_largest_magnitude(solution.u)
+                                                                  + _largest_magnitude(solution.v))
+    return rounding > CERTIFICATE_RTOL * matched
 
 
 def _largest_magnitude(x) -> float:

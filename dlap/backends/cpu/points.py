@@ -249,48 +249,52 @@ def match_rows(indptr, indices, col4row, row4col, rows, scanned, counters):
 def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters):
     """Shortest augmenting paths on a sparse graph (CSR rows ``indptr``/``indices``/``costs``,
     absent pairs forbidden), one per row of ``rows`` in order, from feasible duals ``u``, ``v``
-    and a matching of tight pairs (Crouse's rectangular algorithm, IEEE TAES 2016, on a heap:
-    columns never reached cost nothing). Each search ends at the nearest unmatched column; the
-    duals stay feasible, matched pairs tight, and unmatched columns' duals are never changed.
+    and a matching of tight pairs (Dijkstra on a heap, as in Crouse's rectangular algorithm,
+    IEEE TAES 2016: columns never reached cost nothing). Each search ends at the nearest free
+    column; the duals stay feasible and matched pairs tight.
+
+    With more columns than rows, the square problem of the same optimum is solved: ``m - n``
+    implicit rows of cost 0 to every column hold that many unmatched columns at the highest
+    price (:func:`implicit_rows`); an unmatched column below it, or any unmatched column while
+    more than ``m - n`` are at it, is free. A search that reaches a held column goes on from the
+    implicit rows to every column ``k`` at ``top - v[k]`` more. At the end every price is lowered
+    by the highest, so unmatched columns are at 0, the rectangular dual.
 
     Returns -1, or the position in ``rows`` of a row no path leaves from; ``scanned[:counters[2]]``
     then lists the rows its search reached (the engine adds edges from them and asks again).
     ``counters``: [0] searches, [1] columns reached, [2] rows in the failed search."""
-    m = v.shape[0]
+    n, m = u.shape[0], v.shape[0]
+    top, at_top = implicit_rows(v, row4col)
+    spare = m - n
     dist = np.full(m, np.inf)
     pred = np.empty(m, dtype=np.int64)
     done = np.zeros(m, dtype=np.bool_)
     touched = np.empty(m, dtype=np.int64)
     keys = np.empty(16, dtype=np.float64)
     items = np.empty(16, dtype=np.int64)
-    tree_rows = np.empty(u.shape[0], dtype=np.int64)
+    tree_rows = np.empty(n, dtype=np.int64)
     for position in range(rows.shape[0]):
         start = rows[position]
         if col4row[start] >= 0:
             continue
         counters[0] += 1
         n_touched, n_tree, size = 0, 0, 0
-        i, base, sink = start, 0.0, -1
+        i, base, sink, through = start, 0.0, -1, -1
         while True:
-            tree_rows[n_tree] = i
-            n_tree += 1
-            for e in range(indptr[i], indptr[i + 1]):
-                j = indices[e]
-                if done[j]:
-                    continue
-                r = base + costs[e] - u[i] - v[j]
-                if r < dist[j]:
-                    if dist[j] == np.inf:
-                        touched[n_touched] = j
-                        n_touched += 1
-                    dist[j] = r
-                    pred[j] = i
-                    if size == keys.shape[0]:
-                        keys = np.concatenate((keys, np.empty(size, dtype=np.float64)))
-                        items = np.concatenate((items, np.empty(size, dtype=np.int64)))
-                    keys[size], items[size] = r, j
-                    _sift_up(keys, items, size)
-                    size += 1
+            if i >= 0:
+                tree_rows[n_tree] = i
+                n_tree += 1
+                for e in range(indptr[i], indptr[i + 1]):
+                    j = indices[e]
+                    if done[j]:
+                        continue
+                    r = base + max(costs[e] - u[i] - v[j], 0.0)  # below 0 only by rounding
+                    if r < dist[j]:
+                        if dist[j] == np.inf:
+                            touched[n_touched] = j
+                            n_touched += 1
+                        dist[j], pred[j] = r, i
+                        keys, items, size = _push(keys, items, size, r, j)
             j = -1
             while size > 0:
                 key, candidate = _pop(keys, items, size)
@@ -302,10 +306,26 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
                 break
             done[j] = True
             base = dist[j]
-            if row4col[j] < 0:
+            if row4col[j] >= 0:
+                i = row4col[j]
+                continue
+            if v[j] < top or at_top > spare:
                 sink = j
                 break
-            i = row4col[j]
+            # j is held by an implicit row: the held columns are reached at once, the others at top - v
+            through, i = j, -1
+            for k in range(m):
+                if done[k]:
+                    continue
+                held = row4col[k] < 0 and v[k] >= top
+                r = base if held else base + max(top - v[k], 0.0)
+                if r < dist[k] or held:
+                    if dist[k] == np.inf:
+                        touched[n_touched] = k
+                        n_touched += 1
+                    dist[k], pred[k], done[k] = r, IMPLICIT_ROW, held
+                    if not held:
+                        keys, items, size = _push(keys, items, size, r, k)
         counters[1] += n_touched
         if sink < 0:
             for t in range(n_tree):
@@ -324,11 +344,74 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
             j = touched[t]
             if done[j]:
                 v[j] -= base - dist[j]
-        flip_path(pred, col4row, row4col, sink, start)
+        if through >= 0:
+            top -= base - dist[through]
+        elif v[sink] >= top:
+            at_top -= 1
+        _flip_through(pred, col4row, row4col, sink, start, through, v, top)
+        if through >= 0:
+            at_top = _held(v, row4col, top)
         for t in range(n_touched):
             dist[touched[t]] = np.inf
             done[touched[t]] = False
+    if spare > 0:  # the rectangular dual: unmatched columns at 0, the others at most 0
+        u += top
+        v[:] = np.minimum(v - top, 0.0)
     return -1
+
+
+#: ``pred`` of a column reached from the implicit rows
+IMPLICIT_ROW = -2
+
+
+@njit(cache=True)
+def implicit_rows(v, row4col):
+    """The highest price, at which the implicit rows of a rectangular problem hold unmatched
+    columns (:func:`augment_rows`), and how many unmatched columns are at it."""
+    top = -np.inf
+    for j in range(v.shape[0]):
+        top = max(top, v[j])
+    return top, _held(v, row4col, top)
+
+
+@njit(cache=True)
+def _held(v, row4col, top):
+    """How many unmatched columns are priced at ``top`` or above (above only by rounding)."""
+    count = 0
+    for j in range(v.shape[0]):
+        if row4col[j] < 0 and v[j] >= top:
+            count += 1
+    return count
+
+
+@njit(cache=True)
+def _flip_through(pred, col4row, row4col, sink, start, through, v, top):
+    """Augment from ``sink`` back to ``start``; where the path passes the implicit rows, the
+    column they reached is left to them, at the highest price ``top``, and the path goes on from
+    ``through``, the held column the search reached them by."""
+    j = sink
+    while True:
+        i = pred[j]
+        if i == IMPLICIT_ROW:
+            row4col[j] = -1
+            v[j] = top
+            j = through
+            continue
+        row4col[j] = i
+        col4row[i], j = j, col4row[i]
+        if i == start:
+            break
+
+
+@njit(cache=True)
+def _push(keys, items, size, key, item):
+    """Push onto the heap ``keys``/``items`` of ``size`` entries, growing it where full."""
+    if size == keys.shape[0]:
+        keys = np.concatenate((keys, np.empty(size, dtype=np.float64)))
+        items = np.concatenate((items, np.empty(size, dtype=np.int64)))
+    keys[size], items[size] = key, item
+    _sift_up(keys, items, size)
+    return keys, items, size + 1
 
 
 @njit(cache=True)
@@ -338,6 +421,8 @@ def augmenting_row_reduction(indptr, indices, costs, u, v, col4row, row4col, row
     both tie) and displacing the holder, who bids next; at most ``steps`` bids. Columns' duals
     only go down, so unmatched columns keep theirs. Afterwards every row's dual is its cheapest
     ``c - v``, feasible on every edge and tight on its matched pair."""
+    top, at_top = implicit_rows(v, row4col)
+    spare = v.shape[0] - u.shape[0]
     queue = rows.copy()
     head, tail, n_queue = 0, rows.shape[0], rows.shape[0]
     queue = np.concatenate((queue, np.empty(rows.shape[0] + 1, dtype=np.int64)))
@@ -362,13 +447,20 @@ def augmenting_row_reduction(indptr, indices, costs, u, v, col4row, row4col, row
                     second, j2 = h, j
         if j1 < 0:
             continue
-        holder = row4col[j1]
         if first < second and second < np.inf:
-            v[j1] -= second - first
-        elif holder >= 0:
+            lowered = second - first
+        elif row4col[j1] >= 0:
             if j2 < 0 or second == np.inf:
                 continue
-            j1, holder = j2, row4col[j2]
+            j1, lowered = j2, 0.0
+        else:
+            lowered = 0.0
+        holder = row4col[j1]
+        if holder < 0 and v[j1] >= top:
+            if at_top <= spare:
+                continue  # held by an implicit row (augment_rows): a search takes it over
+            at_top -= 1
+        v[j1] -= lowered
         if holder >= 0:
             col4row[holder] = -1
             queue[tail] = holder
@@ -414,16 +506,19 @@ def release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps):
 
 
 @njit(cache=True)
-def scaled_auction(indptr, indices, costs, v, col4row, row4col, eps, eps_end, factor, lone_gap, bid_limit, counters):
+def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, eps_end,
+                   factor, lone_gap, bid_limit, counters):
     """Bertsekas' auction with ε-scaling on a sparse graph (Gauss-Seidel: one free row bids at a
     time), from prices ``v`` and a matching: each phase frees the rows that break
     ε-complementary slackness (:func:`release_loose_rows`), and each free row takes its cheapest
     column ``c - v``, lowering its price by the gap to its second cheapest plus ε and displacing
     its holder (a row with one edge bids ``lone_gap`` plus ε, at least the spread of the costs);
+    on a rectangular graph (fewer rows than columns) the unassigned columns then bid in reverse
+    (:func:`reverse_auction`, the graph's columns ``col_indptr``/``col_rows``/``col_costs``);
     then ε is divided by ``factor`` until it reaches ``eps_end``. Leaves every row assigned
-    within ``eps_end`` of its cheapest column. Returns False where the rows in sight have no
-    perfect matching (more than ``bid_limit`` bids in a phase, or a row without edges).
-    ``counters``: [0] bids, [1] phases."""
+    within ``eps_end`` of its cheapest column, and unassigned columns at price 0, the highest.
+    Returns False where the rows in sight have no perfect matching (more than ``bid_limit``
+    bids in a phase, or a row without edges). ``counters``: [0] bids, [1] phases."""
     n = indptr.shape[0] - 1
     size = n + 1
     queue = np.empty(size, dtype=np.int64)
@@ -460,8 +555,116 @@ def scaled_auction(indptr, indices, costs, v, col4row, row4col, eps, eps_end, fa
                 waiting += 1
             row4col[j1] = i
             col4row[i] = j1
+        if n < v.shape[0]:
+            reversed_bids = reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row,
+                                            row4col, eps, bid_limit)
+            if reversed_bids < 0:
+                return False
+            bids += reversed_bids
         counters[0] += bids
         counters[1] += 1
         if eps <= eps_end:
             return True
         eps = max(eps / factor, eps_end)
+
+
+@njit(cache=True)
+def reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, bid_limit):
+    """Reverse iterations for a rectangular graph, every row assigned (Bertsekas & Castañon,
+    "A forward/reverse auction algorithm for asymmetric assignment problems", 1992): with the
+    level ``λ``, the highest price of an assigned column, each unassigned column priced below it
+    takes the row with its cheapest ``c - u`` (``u`` a row's value of its own column), raising
+    its price to the second cheapest plus ε (at most ``λ``), and the column that row leaves bids
+    next; a column no row prefers by more than ε is raised to ``λ``. ε-complementary slackness
+    is kept. Then the unassigned columns are set to ``λ`` and every price lowered by ``λ``:
+    unassigned columns at 0, assigned ones at most 0 (a rectangular matrix's dual). Returns the
+    bids, or -1 past ``bid_limit``."""
+    n, m = col4row.shape[0], v.shape[0]
+    level = -np.inf
+    for j in range(m):
+        if row4col[j] >= 0:
+            level = max(level, v[j])
+    if level == -np.inf:
+        return 0
+    u = np.empty(n)
+    for i in range(n):
+        for e in range(indptr[i], indptr[i + 1]):
+            if indices[e] == col4row[i]:
+                u[i] = costs[e] - v[col4row[i]]
+    size = m + 1
+    queue = np.empty(size, dtype=np.int64)
+    waiting = 0
+    for j in range(m):
+        if row4col[j] < 0 and v[j] < level:
+            queue[waiting] = j
+            waiting += 1
+    head, tail, bids = 0, waiting, 0
+    while waiting:
+        j = queue[head]
+        head = head + 1 if head + 1 < size else 0
+        waiting -= 1
+        w1, w2, i1, c1 = np.inf, np.inf, -1, 0.0
+        for e in range(col_indptr[j], col_indptr[j + 1]):
+            h = col_costs[e] - u[col_rows[e]]
+            if h < w2:
+                if h < w1:
+                    w2, w1, i1, c1 = w1, h, col_rows[e], col_costs[e]
+                else:
+                    w2 = h
+        if level <= w1 + eps:
+            v[j] = level
+            continue
+        if bids >= bid_limit:
+            return -1
+        bids += 1
+        v[j] = min(level, w2 + eps)
+        left = col4row[i1]
+        row4col[left] = -1
+        col4row[i1], row4col[j] = j, i1
+        u[i1] = c1 - v[j]
+        if v[left] < level:
+            queue[tail] = left
+            tail = tail + 1 if tail + 1 < size else 0
+            waiting += 1
+    for j in range(m):
+        if row4col[j] < 0:
+            v[j] = level
+        v[j] -= level
+    return bids
+
+
+@njit(cache=True)
+def largest_duals(indptr, indices, costs, u, v, col4row, row4col):
+    """The largest column duals ``v <= 0`` that keep the core's edges feasible and every row's
+    matched pair tight (the duals nearest 0, so the least rounding beside a small objective), from
+    feasible ones: shortest paths from a source joined to every column at ``-v``, along each
+    row's edges at their reduced costs (Johnson's reweighting), ``v`` the distances plus the old
+    ``v``. Every row must be matched; unmatched columns stay at 0. ``u`` is then each row's
+    cheapest ``c - v``."""
+    m = v.shape[0]
+    dist = np.empty(m)
+    done = np.zeros(m, dtype=np.bool_)
+    keys = np.empty(m, dtype=np.float64)
+    items = np.empty(m, dtype=np.int64)
+    size = 0
+    for j in range(m):
+        dist[j] = max(-v[j], 0.0)
+        keys, items, size = _push(keys, items, size, dist[j], j)
+    while size > 0:
+        key, k = _pop(keys, items, size)
+        size -= 1
+        if done[k] or key != dist[k]:
+            continue
+        done[k] = True
+        i = row4col[k]
+        if i < 0:
+            continue
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            r = key + max(costs[e] - u[i] - v[j], 0.0)
+            if r < dist[j]:
+                dist[j] = r
+                keys, items, size = _push(keys, items, size, r, j)
+    for j in range(m):
+        v[j] = min(dist[j] + v[j], 0.0) if row4col[j] >= 0 else 0.0
+    row_duals(indptr, indices, costs, v, u)

@@ -419,8 +419,9 @@ def augmenting_row_reduction(indptr, indices, costs, u, v, col4row, row4col, row
     """Jonker & Volgenant's augmenting row reduction on a sparse graph: each free row of ``rows``
     takes its cheapest column ``c - v``, lowering that column's dual to its second cheapest (so
     both tie) and displacing the holder, who bids next; at most ``steps`` bids. Columns' duals
-    only go down, so unmatched columns keep theirs. Afterwards every row's dual is its cheapest
-    ``c - v``, feasible on every edge and tight on its matched pair."""
+    only go down; a column the implicit rows of a rectangular problem hold (:func:`augment_rows`)
+    is left to the searches. Afterwards every row's dual is its cheapest ``c - v``, feasible on
+    every edge and tight on its matched pair."""
     top, at_top = implicit_rows(v, row4col)
     spare = v.shape[0] - u.shape[0]
     queue = rows.copy()

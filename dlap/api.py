@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 from .arrays import adopt
 from .backends import backend as backend_for
 from .certificate import exact_sum
-from .device import array_module, choose_device, is_device_array
+from .device import array_module, choose_device, is_device_array, require_device_memory
 from .options import (
     DEVICES,
     INITS,
@@ -96,7 +96,7 @@ def solve(
         Cost matrix (any shape; ``+inf`` forbidden). Never modified. A CuPy array is solved on its
         GPU without a host copy, and the results are CuPy arrays.
     maximize : bool
-    method : {"auto", "classical", "tree", "hybrid", "scaling", "dgs"}
+    method : {"auto", "classical", "tree", "hybrid", "scaling", "sparse", "dgs"}
         The variant of Date & Nagi (2016), or the hybrid (classical until it has made a few dual
         updates, then tree; see :mod:`dlap.hungarian.hybrid`), or ``"scaling"``: shortest
         augmenting paths with ε-scaled prices (:mod:`dlap.hungarian.scaling`), the engine for
@@ -107,6 +107,9 @@ def solve(
         variant for the rest (see :mod:`dlap.hungarian.auto`). ``"dgs"``: Deep Greedy Switching
         (:mod:`dlap.dgs`), a heuristic: the result has ``heuristic=True``, the number of 2-exchanges
         in ``stats.switches`` and a ``lower_bound`` from the row and column reductions.
+        ``"sparse"``: the sparse-core engine of :func:`dlap.solve_points` on the matrix's cheapest
+        entries, every entry priced against its duals until none is below them (exact; float
+        matrices; on the GPU for a CuPy matrix or ``device="gpu"``, its core solved on the host).
     device : {"auto", "cpu", "gpu"}
         ``"auto"``: the GPU for a CuPy array, or for a matrix of at least ``GPU_MIN_ENTRIES``
         entries when CuPy sees a GPU; the CPU otherwise.
@@ -173,11 +176,16 @@ def solve(
         cost = cost.get()  # the CPU solves a host copy; results go back to the caller's GPU
     # a GPU solve checks (and negates) a float matrix on the GPU, as it copies it there; DGS's
     # host start reads the matrix as prepared
-    problem = prepare(cost, maximize, deferred=device == "gpu" and method != "dgs")
+    if method == "sparse" and np.dtype(getattr(cost, "dtype", np.float64)).kind in "biu":
+        raise ValueError("method='sparse' solves float matrices (its duals are floats); integer costs: "
+                         "any other method")
+    problem = prepare(cost, maximize, deferred=device == "gpu" and method not in ("dgs", "sparse"))
     stats = Stats(device=device)
     if problem.matrix.size == 0:
         row_match, u, v = np.empty(0, dtype=np.int64), np.zeros(problem.n_rows), np.zeros(problem.n_cols)
         stats.method = method
+    elif method == "sparse":
+        row_match, u, v = _solve_sparse(device, problem, stats, progress)
     elif method == "dgs":
         deadline = started + (np.inf if time_limit is None else time_limit)
         row_match, u, v = _solve_dgs(device, problem, stats, deadline, start=start, seed=seed, switching=switching)
@@ -253,6 +261,25 @@ def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress)
     if problem.on_device:
         return backend.to_device(state)
     return backend.to_host(state)
+
+
+def _solve_sparse(device: str, problem: Problem, stats: Stats, progress):
+    """The sparse-core engine on the matrix (:mod:`dlap.points.matrix`), where ``device`` is."""
+    from .points.core import DEFAULT_CANDIDATES, solve_core
+    from .points.matrix import MatrixSearch
+    from .threads import solve_threads
+
+    matrix = problem.matrix
+    if device == "gpu" and not problem.on_device:
+        import cupy
+
+        require_device_memory(matrix.nbytes, f"method='sparse' on a {matrix.shape[0]} x {matrix.shape[1]} matrix")
+        matrix = cupy.asarray(matrix)
+    stats.method = "sparse"
+    with solve_threads(matrix.size) as threads, ProgressBar(progress) as callback:
+        stats.threads = threads
+        solution = solve_core(MatrixSearch(matrix), stats, DEFAULT_CANDIDATES, callback)
+    return solution.col4row, solution.u, solution.v
 
 
 def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **options):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict, get_args
 
-Method = Literal["auto", "classical", "tree", "hybrid", "scaling", "dgs"]
+Method = Literal["auto", "classical", "tree", "hybrid", "scaling", "sparse", "dgs"]
 Device = Literal["auto", "cpu", "gpu"]
 Init = Literal["auto", "jv", "reduction"]
 Roots = Literal["auto", "all", "one"]

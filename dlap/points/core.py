@@ -29,12 +29,11 @@ import math
 import numpy as np
 
 from ..certificate import RTOL as CERTIFICATE_RTOL
-from ..device import array_module
+from ..problem import InfeasibleError
 from ..progress import Progress
 from ..result import Stats
 from ..timing import PhaseTimer
 from .metrics import METRIC_IDS
-from .search import PairSearch
 
 #: each row's candidates to start from, and the most violators of a row one pricing pass adds
 DEFAULT_CANDIDATES = 32
@@ -76,8 +75,9 @@ class SparseCore:
         self._csr = self._csc = None
 
     def add(self, rows, cols, costs) -> int:
-        """Add the edges not in the core yet; returns how many were new."""
-        keep = cols >= 0
+        """Add the edges not in the core yet (those with a row or column -1: none); returns how
+        many were new."""
+        keep = (rows >= 0) & (cols >= 0)
         keys, first = np.unique(rows[keep] * self.n_cols + cols[keep], return_index=True)
         costs = costs[keep][first]
         at = np.searchsorted(self.keys, keys)
@@ -165,21 +165,19 @@ class CoreSolution:
         return int(let_go.shape[0])
 
 
-def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: float, stats: Stats,
-               candidates: int = DEFAULT_CANDIDATES, progress=None) -> CoreSolution:
-    """The exact assignment of every row of ``a`` (n <= m) to the columns of ``b``; see the module
-    docstring. ``kernels`` compute the costs on a device (:mod:`dlap.backends.cpu.points` or
-    :mod:`dlap.backends.gpu.points`); ``progress`` hears of each stage (:data:`PROGRESS_SHARES`)."""
+def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progress=None) -> CoreSolution:
+    """The exact assignment of every row (n <= m) to the columns of the costs ``search`` answers
+    for (:class:`dlap.points.search.PairSearch`: ``shape``, ``nearest_columns``, ``nearest_rows``,
+    ``price``, ``pair_costs``, ``nearest_free_columns``); see the module docstring. ``progress``
+    hears of each stage (:data:`PROGRESS_SHARES`)."""
     from ..backends.cpu import points as core_kernels
 
-    n, m = a.shape[0], b.shape[0]
-    args = (a, b, a_norms, b_norms, METRIC_IDS[metric], p, sign)
+    n, m = search.shape
     square = n == m
     k = max(1, min(candidates, m))
     core, solution = SparseCore(n, m), CoreSolution(n, m)
     counts, _timed = stats.phase_counts, PhaseTimer(stats)
 
-    search = PairSearch(kernels, a, b, a_norms, b_norms, metric, p, sign)
     report = Progress(progress, n)
     candidates_end, core_end = PROGRESS_SHARES
     report.stage("candidates", 0.0, candidates_end, n)
@@ -193,10 +191,10 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
     with _timed("core_solve"):
         solution.start(core)
         if not _auction(core, solution, square, counts):  # the nearest neighbours match not every row
-            _make_matchable(kernels, core, args, counts)
+            _make_matchable(search, core, counts)
             solution.start(core)
             _auction(core, solution, square, counts)
-        _assign_all(kernels, core, solution, args, square, counts)
+        _assign_all(search, core, solution, square, counts)
     violators_index, violators_reduced = np.empty((n, k), dtype=np.int64), np.empty((n, k))
     violators_count = np.empty(n, dtype=np.int64)
     polished = False
@@ -212,7 +210,7 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
             counts["violators"] = counts.get("violators", 0) + found
             rows = np.repeat(np.arange(n, dtype=np.int64), np.minimum(violators_count, k))
             cols = violators_index[np.arange(k)[None, :] < violators_count[:, None]]
-            costs = _exact_costs(kernels, args, rows, cols)
+            costs = search.pair_costs(rows, cols)
             core.add(rows, cols, costs)  # violators already in the core are solved again all the same
         counts["pricing_rounds"] = round_
         if not found:
@@ -224,7 +222,7 @@ def solve_core(kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: flo
             counts["largest_duals"] = counts.get("largest_duals", 0) + 1
             continue
         with _timed("core_solve"):
-            _resume(kernels, core, solution, args, square, counts, rows, cols, costs)
+            _resume(search, core, solution, square, counts, rows, cols, costs)
         polished = False
     else:
         raise RuntimeError(f"dlap internal error: the sparse core did not settle in {MAX_ROUNDS} pricing rounds")
@@ -282,15 +280,7 @@ def _largest_magnitude(x) -> float:
     return float(np.abs(x).max()) if x.size else 0.0
 
 
-def _exact_costs(kernels, args, rows, cols):
-    """The pairs' costs as the metric defines them (not rebuilt from reduced costs and duals)."""
-    out = np.empty(rows.shape[0])
-    if out.size:
-        kernels.pair_costs(*args, rows, cols, out)
-    return out
-
-
-def _resume(kernels, core, solution, args, square, counts, rows, cols, costs) -> None:
+def _resume(search, core, solution, square, counts, rows, cols, costs) -> None:
     """Solve the core grown by the pairs ``rows``, ``cols`` (costs ``costs``), warm: by the auction
     from the prices, from ε = the pairs' largest violation, where many rows have new pairs or the
     matrix is rectangular, else (or where the auction gives up, keeping the solution it started
@@ -298,7 +288,7 @@ def _resume(kernels, core, solution, args, square, counts, rows, cols, costs) ->
     few = square and np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows
     if few or not _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs)):
         _restart(core, solution, square, counts, rows, cols, costs)
-    _assign_all(kernels, core, solution, args, square, counts)
+    _assign_all(search, core, solution, square, counts)
 
 
 def _largest_violation(solution, rows, cols, costs) -> float:
@@ -315,7 +305,7 @@ def _restart(core, solution, square, counts, rows, cols, costs) -> None:
         solution.start(core)
 
 
-def _assign_all(kernels, core, solution, args, square, counts) -> None:
+def _assign_all(search, core, solution, square, counts) -> None:
     """Augment every free row; where a search finds no free column, join the rows it reached to
     their nearest free columns and go on. The core is solved on the host, whichever device
     computes the costs."""
@@ -335,15 +325,16 @@ def _assign_all(kernels, core, solution, args, square, counts) -> None:
                                      solution.row4col, free, scanned, counters)
         if stuck < 0:
             break
-        rows, cols, new_costs = _to_free_columns(kernels, args, scanned[: counters[2]], solution.row4col)
-        core.add(rows, cols, new_costs)
+        rows, cols, new_costs = _to_free_columns(search, scanned[: counters[2]], solution.row4col)
+        if not core.add(rows, cols, new_costs):
+            raise InfeasibleError()
         counts["dead_ends"] = counts.get("dead_ends", 0) + 1
         _restart(core, solution, square, counts, rows, cols, new_costs)
     counts["searches"] = counts.get("searches", 0) + int(counters[0])
     counts["columns_reached"] = counts.get("columns_reached", 0) + int(counters[1])
 
 
-def _make_matchable(kernels, core, args, counts) -> None:
+def _make_matchable(search, core, counts) -> None:
     """Grow the core until it matches every row, ignoring costs (the auction settles only on a
     core that does; without its prices the exact searches start cold and each reaches most
     columns): a search for a free column over any edges from each row in turn, and where one
@@ -359,25 +350,18 @@ def _make_matchable(kernels, core, args, counts) -> None:
         stuck = core_kernels.match_rows(indptr, indices, col4row, row4col, rows, scanned, counters)
         if stuck < 0:
             break
-        core.add(*_to_free_columns(kernels, args, scanned[: counters[2]], row4col))
+        if not core.add(*_to_free_columns(search, scanned[: counters[2]], row4col)):
+            raise InfeasibleError()  # the rows reached have no allowed pair with a free column
         counts["unmatchable"] = counts.get("unmatchable", 0) + 1
         rows = rows[stuck:]
 
 
-def _to_free_columns(kernels, args, rows, row4col):
+def _to_free_columns(search, rows, row4col):
     """Edges from ``rows`` to their ``FREE_COLUMN_EDGES`` nearest free columns."""
-    a, b, a_norms, b_norms, metric, p, sign = args
-    xp = array_module(a)
     free = np.flatnonzero(row4col < 0)
-    k = min(free.shape[0], FREE_COLUMN_EDGES)
-    on_device_rows, on_device_free = xp.asarray(rows), xp.asarray(free)
-    sub_a = xp.ascontiguousarray(a[on_device_rows])
-    sub_b = xp.ascontiguousarray(b[on_device_free])
-    sub_na = a_norms[on_device_rows] if a_norms.size else a_norms
-    sub_nb = b_norms[on_device_free] if b_norms.size else b_norms
-    index, cost = np.empty((rows.shape[0], k), dtype=np.int64), np.empty((rows.shape[0], k))
-    kernels.nearest_columns(sub_a, sub_b, sub_na, sub_nb, metric, p, sign, k, index, cost)
-    return np.repeat(rows, k), free[index.ravel()], cost.ravel()
+    rows, cols, costs = search.nearest_free_columns(rows, free, min(free.shape[0], FREE_COLUMN_EDGES))
+    allowed = cols >= 0  # a matrix's forbidden entries are no edges
+    return rows[allowed], cols[allowed], costs[allowed]
 
 
 def objective(kernels, a, b, a_norms, b_norms, metric: str, p: float, rows, cols) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..device import to_host
+from ..device import array_module, to_host
 from .metrics import METRIC_IDS
 from .screen import SCREEN_MIN_DIM, SCREENED, Screen
 
@@ -23,6 +23,8 @@ class PairSearch:
     def __init__(self, kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: float):
         self.kernels = kernels
         self.metric, self.p, self.sign = METRIC_IDS[metric], p, sign
+        self.shape = (a.shape[0], b.shape[0])
+        self._on_device = (a, b, a_norms, b_norms)  # for the kernels' pair costs and nearest free columns
         self.trees = a.shape[1] <= TREE_MAX_DIM
         if self.trees:  # the points on the host in float64 (n x d: small beside the work of the
             # queries; the costs widen every coordinate to float64 first, so they are the same)
@@ -90,6 +92,26 @@ class PairSearch:
             self._screen(self.a, self.b, self.a_norms, self.b_norms).price(u, v, rtol, atol, index, reduced, count)
         else:
             self.kernels.price(*args)
+
+    def pair_costs(self, rows, cols):
+        """The pairs' costs (host float64), as the metric defines them."""
+        out = np.empty(rows.shape[0])
+        if out.size:
+            self.kernels.pair_costs(*self._on_device, self.metric, self.p, self.sign, rows, cols, out)
+        return out
+
+    def nearest_free_columns(self, rows, free, k: int):
+        """The ``k`` cheapest of the columns ``free`` for each of ``rows``: edges (rows, columns, costs)."""
+        a, b, a_norms, b_norms = self._on_device
+        xp = array_module(a)
+        on_device_rows, on_device_free = xp.asarray(rows), xp.asarray(free)
+        sub_a = xp.ascontiguousarray(a[on_device_rows])
+        sub_b = xp.ascontiguousarray(b[on_device_free])
+        sub_na = a_norms[on_device_rows] if a_norms.size else a_norms
+        sub_nb = b_norms[on_device_free] if b_norms.size else b_norms
+        index, cost = np.empty((rows.shape[0], k), dtype=np.int64), np.empty((rows.shape[0], k))
+        self.kernels.nearest_columns(sub_a, sub_b, sub_na, sub_nb, self.metric, self.p, self.sign, k, index, cost)
+        return np.repeat(rows, k), free[index.ravel()], cost.ravel()
 
     @property
     def searches_every_pair(self) -> bool:

@@ -74,6 +74,7 @@ def solve_points(a, b, metric: Metric = "euclidean", *, p: float | None = None, 
     from ..threads import solve_threads
     from .core import DEFAULT_CANDIDATES, objective, solve_core
     from .costs import PointCosts
+    from .search import PairSearch
 
     started = time.perf_counter()
     check_choice("device", device, DEVICES)
@@ -104,8 +105,9 @@ def solve_points(a, b, metric: Metric = "euclidean", *, p: float | None = None, 
         sign = -1.0 if maximize else 1.0
         with solve_threads(n * m) as threads, ProgressBar(progress, "dlap solve_points") as callback:
             stats.threads = threads
-            solution = solve_core(kernels, rows_side.a, rows_side.b, rows_side.a_norms, rows_side.b_norms,
-                                  metric, exponent, sign, stats, candidates, callback)
+            search = PairSearch(kernels, rows_side.a, rows_side.b, rows_side.a_norms, rows_side.b_norms, metric,
+                                exponent, sign)
+            solution = solve_core(search, stats, candidates, callback)
         k = min(n, m)
         short, long_ = np.arange(k, dtype=np.int64), solution.col4row
         row_ind, col_ind = (long_, short) if transposed else (short, long_)

@@ -1,0 +1,74 @@
+"""CPU kernels of the sparse-core engine on a given matrix (dlap/points/matrix.py): each row's and
+each column's cheapest entries, and the pricing of every entry against the duals, in one pass over
+the matrix each (forbidden +inf entries are never candidates and never violators)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
+from .points import insert_sorted
+
+#: columns a thread takes at a time in :func:`cheapest_in_columns` (a cache line of float64 and more)
+COLUMN_CHUNK = 64
+
+
+@prange_kernel
+def cheapest_in_rows(c, k, index, cost):
+    """``index[i]``, ``cost[i]``: row i's ``k`` cheapest entries, cheapest first (ties: the lower
+    column), -1 and inf past its allowed ones."""
+    for i in prange(c.shape[0]):
+        for t in range(k):
+            cost[i, t] = np.inf
+            index[i, t] = -1
+        worst = np.inf
+        for j in range(c.shape[1]):
+            x = np.float64(c[i, j])
+            if x < worst:
+                insert_sorted(cost[i], index[i], k - 1, x, j)
+                worst = cost[i, k - 1]
+
+
+@prange_kernel
+def cheapest_in_columns(c, k, index, cost):
+    """``index[j]``, ``cost[j]``: column j's ``k`` cheapest entries (rows), as
+    :func:`cheapest_in_rows`; each thread reads a chunk of columns row by row."""
+    n, m = c.shape
+    for chunk in prange((m + COLUMN_CHUNK - 1) // COLUMN_CHUNK):
+        first, last = chunk * COLUMN_CHUNK, min(m, (chunk + 1) * COLUMN_CHUNK)
+        for j in range(first, last):
+            for t in range(k):
+                cost[j, t] = np.inf
+                index[j, t] = -1
+        for i in range(n):
+            for j in range(first, last):
+                x = np.float64(c[i, j])
+                if x < cost[j, k - 1]:
+                    insert_sorted(cost[j], index[j], k - 1, x, i)
+
+
+@prange_kernel
+def price_entries(c, u, v, rtol, atol, index, reduced, count):
+    """Every entry's reduced cost ``c_ij - u_i - v_j``; row i's most negative ones below
+    ``-(rtol * (|c_ij| + |u_i| + |v_j|) + atol)`` into ``index[i]``, ``reduced[i]`` (as many as fit,
+    most negative first), their number into ``count[i]`` (as :func:`dlap.backends.cpu.points.price`)."""
+    cap = index.shape[1]
+    for i in prange(c.shape[0]):
+        found = 0
+        worst = 0.0
+        for j in range(c.shape[1]):
+            x = np.float64(c[i, j])
+            r = x - u[i] - v[j]
+            if r < -(rtol * (abs(x) + abs(u[i]) + abs(v[j])) + atol):
+                if found < cap:
+                    t = found
+                elif r < worst:
+                    t = cap - 1
+                else:
+                    found += 1
+                    continue
+                insert_sorted(reduced[i], index[i], t, r, j)
+                found += 1
+                worst = reduced[i, min(found, cap) - 1]
+        count[i] = found

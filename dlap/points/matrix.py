@@ -1,0 +1,115 @@
+"""The sparse-core engine's queries over a given matrix (``dlap.solve(cost, method="sparse")``): each
+row's and column's cheapest entries, and the pricing of every entry against the duals, a block of
+rows at a time (so the work beside the matrix is one block's), on the host or the GPU that holds it.
+
+Forbidden (+inf) entries are never candidates and never violators; a core that no finite entry can
+complete is the matrix's infeasibility (:class:`dlap.problem.InfeasibleError`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..certificate import BLOCK_ELEMENTS
+from ..device import array_module, to_host
+
+
+class MatrixSearch:
+    """:class:`dlap.points.search.PairSearch`'s queries, answered from ``matrix`` (minimisation
+    form, ``n <= m``; float or integer entries, read as float64)."""
+
+    def __init__(self, matrix):
+        self.matrix = matrix
+        self.xp = array_module(matrix)
+        self.shape = matrix.shape
+
+    def _blocks(self, rows: int | None = None):
+        """(start, block as float64) over the rows, a block at most ``BLOCK_ELEMENTS`` entries."""
+        n, m = self.shape
+        step = max(1, BLOCK_ELEMENTS // max(m, 1))
+        for start in range(0, n if rows is None else rows, step):
+            yield start, self.matrix[start : start + step].astype(np.float64)
+
+    def _cheapest(self, block, k: int, axis: int):
+        """Each line's ``k`` cheapest entries of ``block`` along ``axis`` (indices, costs; cheapest
+        first), index -1 where the entry is forbidden."""
+        xp = self.xp
+        index = xp.argpartition(block, k - 1, axis=axis) if k < block.shape[axis] else None
+        if index is None:
+            index = xp.broadcast_to(xp.arange(block.shape[axis]).reshape((-1, 1) if axis == 0 else (1, -1)),
+                                    block.shape)
+        index = index[:k] if axis == 0 else index[:, :k]
+        cost = xp.take_along_axis(block, index, axis=axis)
+        order = xp.argsort(cost, axis=axis)
+        index, cost = xp.take_along_axis(index, order, axis=axis), xp.take_along_axis(cost, order, axis=axis)
+        return xp.where(xp.isinf(cost), -1, index), cost
+
+    @property
+    def _host(self):
+        """The CPU's kernels where the matrix is on the host (one pass each), else None."""
+        if self.xp is not np:
+            return None
+        from ..backends.cpu import matrix_core
+
+        return matrix_core
+
+    def nearest_columns(self, k: int):
+        if self._host:
+            index, cost = np.empty((self.shape[0], k), dtype=np.int64), np.empty((self.shape[0], k))
+            self._host.cheapest_in_rows(self.matrix, k, index, cost)
+            return index, cost
+        found = [self._cheapest(block, k, 1) for _, block in self._blocks()]
+        return tuple(to_host(self.xp.concatenate(part)) for part in zip(*found, strict=True))
+
+    def nearest_rows(self, k: int):
+        """Each column's ``k`` cheapest rows (on the GPU: the blocks' cheapest, merged block by block)."""
+        if self._host:
+            index, cost = np.empty((self.shape[1], k), dtype=np.int64), np.empty((self.shape[1], k))
+            self._host.cheapest_in_columns(self.matrix, k, index, cost)
+            return index, cost
+        xp = self.xp
+        best_index = best_cost = None
+        for start, block in self._blocks():
+            index, cost = self._cheapest(block, min(k, block.shape[0]), 0)
+            index = xp.where(index >= 0, index + start, -1)
+            if best_index is not None:
+                index, cost = xp.concatenate((best_index, index)), xp.concatenate((best_cost, cost))
+                keep = min(k, index.shape[0])
+                pick = xp.argsort(cost, axis=0, kind="stable")[:keep]
+                index, cost = xp.take_along_axis(index, pick, axis=0), xp.take_along_axis(cost, pick, axis=0)
+            best_index, best_cost = index, cost
+        index, cost = to_host(best_index.T), to_host(best_cost.T)
+        if index.shape[1] < k:  # fewer rows than k: the engine asks for min(k, n)
+            raise ValueError(f"nearest_rows: {k} rows asked of {index.shape[1]}")
+        return np.ascontiguousarray(index), np.ascontiguousarray(cost)
+
+    def price(self, u, v, rtol: float, atol: float, index, reduced, count) -> None:
+        """Every entry's reduced cost ``c_ij - u_i - v_j``; each row's most negative ones below
+        ``-(rtol * (|c_ij| + |u_i| + |v_j|) + atol)`` into ``index``, ``reduced`` (cheapest first),
+        their number into ``count`` (as :func:`dlap.backends.cpu.points.price`)."""
+        if self._host:
+            self._host.price_entries(self.matrix, u, v, rtol, atol, index, reduced, count)
+            return
+        xp = self.xp
+        k = index.shape[1]
+        u, v = xp.asarray(u), xp.asarray(v)
+        for start, block in self._blocks():
+            stop = start + block.shape[0]
+            rows_u = u[start:stop, None]
+            with np.errstate(invalid="ignore"):  # inf - inf never: u and v are finite
+                slack = block - rows_u - v[None, :]
+            below = slack < -(rtol * (xp.abs(block) + xp.abs(rows_u) + xp.abs(v)[None, :]) + atol)
+            count[start:stop] = to_host(below.sum(axis=1))
+            worst, cost = self._cheapest(xp.where(below, slack, xp.inf), min(k, block.shape[1]), 1)
+            index[start:stop, : worst.shape[1]] = to_host(worst)
+            reduced[start:stop, : cost.shape[1]] = to_host(cost)
+
+    def pair_costs(self, rows, cols):
+        xp = self.xp
+        return to_host(self.matrix[xp.asarray(rows), xp.asarray(cols)].astype(np.float64))
+
+    def nearest_free_columns(self, rows, free, k: int):
+        xp = self.xp
+        sub = self.matrix[xp.asarray(rows)][:, xp.asarray(free)].astype(np.float64)
+        index, cost = (to_host(x) for x in self._cheapest(sub, k, 1))
+        cols = np.where(index >= 0, free[np.maximum(index, 0)], -1)
+        return np.repeat(rows, k), cols.ravel(), cost.ravel()

@@ -1,0 +1,80 @@
+"""dlap.solve(method="sparse"): the sparse-core engine on a given matrix, against scipy on the
+property tests' float matrices (ties, 1e-12 to 1e12, the 9th digit, float32, +inf forbidden
+pairs and infeasible matrices, both orientations, maximised), and on larger structured ones where
+the first core misses the optimum and pricing finds the rest."""
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+import dlap
+from dlap import generate
+
+from .helpers import assert_same_optimum
+from .strategies import SETTINGS, check_strategy
+
+FLOAT_STRATEGIES = ["wide-floats", "float32", "ninth-digit", "forbidden"]
+
+
+@pytest.mark.parametrize("strategy", FLOAT_STRATEGIES)
+def test_agrees_with_scipy(strategy):
+    check_strategy(strategy, {"method": "sparse"}, SETTINGS)
+
+
+@pytest.mark.parametrize("candidates", [1, 2])
+@pytest.mark.parametrize("strategy", FLOAT_STRATEGIES)
+def test_few_candidates(strategy, candidates, monkeypatch):
+    """One or two candidates a row and column: the first cores miss most of the optimum, so dead
+    ends, pricing rounds and their warm starts do the work."""
+    import dlap.points.core
+
+    monkeypatch.setattr(dlap.points.core, "DEFAULT_CANDIDATES", candidates)
+    check_strategy(strategy, {"method": "sparse"}, SETTINGS)
+
+
+@pytest.mark.parametrize("family, n, m", [("uniform", 400, 400), ("shifted", 300, 250), ("clustered", 240, 300)])
+@pytest.mark.parametrize("maximize", [False, True])
+def test_structured_matrices(family, n, m, maximize):
+    """Distances between point sets as a matrix (the shifted clouds' first core matches not every
+    row); maximised, the cheapest entries are the farthest points."""
+    a, b = generate.points(family, n, m, seed=n)
+    cost = cdist(a, b)
+    kept = cost.copy()
+    result = assert_same_optimum(cost, maximize, method="sparse")
+    assert result.stats.method == "sparse" and result.stats.phase_counts["pricing_rounds"] >= 1
+    np.testing.assert_array_equal(cost, kept)
+
+
+def test_forbidden_pairs_far_from_every_candidate():
+    """A row whose only allowed entries are the most expensive of their columns: no candidate list
+    holds them, so the core reaches them through the dead ends' nearest free columns."""
+    rng = np.random.default_rng(3)
+    cost = rng.random((60, 70))
+    cost[0, :] = np.inf
+    cost[0, [5, 9]] = 50.0
+    assert_same_optimum(cost, method="sparse")
+    cost[0, :] = np.inf
+    assert_same_optimum(cost, method="sparse")  # infeasible: scipy's ValueError
+
+
+def test_integer_matrices_are_refused():
+    with pytest.raises(ValueError, match="float matrices"):
+        dlap.solve(np.arange(9).reshape(3, 3), method="sparse")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("strategy", FLOAT_STRATEGIES)
+def test_agrees_with_scipy_on_the_gpu(strategy):
+    check_strategy(strategy, {"method": "sparse", "device": "gpu"}, SETTINGS)
+
+
+@pytest.mark.gpu
+def test_a_cupy_matrix_is_answered_on_the_gpu():
+    import cupy
+
+    a, b = generate.points("clustered", 300, 360, seed=1)
+    cost = cdist(a, b)
+    on_gpu = dlap.solve(cupy.asarray(cost), method="sparse")
+    on_cpu = dlap.solve(cost, method="sparse", device="cpu")
+    assert isinstance(on_gpu.col_ind, cupy.ndarray) and on_gpu.stats.device == "gpu"
+    assert on_gpu.objective == pytest.approx(on_cpu.objective, rel=1e-12) and on_gpu.verify().optimal

@@ -57,6 +57,20 @@ def test_forbidden_pairs_far_from_every_candidate():
     assert_same_optimum(cost, method="sparse")  # infeasible: scipy's ValueError
 
 
+def test_a_dead_end_with_no_allowed_free_column_is_not_infeasibility(monkeypatch):
+    """Found by hypothesis (one candidate each): the rows a stuck search reached have no allowed
+    entry in any free column, but allowed entries in columns the core never held, through which
+    an assignment exists; the core grows to those before the matrix is called infeasible."""
+    import dlap.points.core
+
+    monkeypatch.setattr(dlap.points.core, "DEFAULT_CANDIDATES", 1)
+    inf = np.inf
+    cost = np.array([[0, inf, inf, 0, 0, inf, 0], [inf, inf, 0, inf, inf, 0, inf], [inf, 0, inf, inf, 0, inf, inf],
+                     [0, inf, inf, 0, inf, inf, 0], [inf, inf, 0, inf, inf, 0, inf], [inf, 0, inf, inf, 0, inf, inf],
+                     [0, inf, inf, -1, inf, inf, 0]])
+    assert assert_same_optimum(cost, method="sparse").objective == -1
+
+
 def test_integer_matrices_are_refused():
     with pytest.raises(ValueError, match="float matrices"):
         dlap.solve(np.arange(9).reshape(3, 3), method="sparse")

@@ -168,7 +168,7 @@ class CoreSolution:
 def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progress=None) -> CoreSolution:
     """The exact assignment of every row (n <= m) to the columns of the costs ``search`` answers
     for (:class:`dlap.points.search.PairSearch`: ``shape``, ``nearest_columns``, ``nearest_rows``,
-    ``price``, ``pair_costs``, ``nearest_free_columns``); see the module docstring. ``progress``
+    ``price``, ``pair_costs``, ``nearest_among``); see the module docstring. ``progress``
     hears of each stage (:data:`PROGRESS_SHARES`)."""
     from ..backends.cpu import points as core_kernels
 
@@ -325,9 +325,8 @@ def _assign_all(search, core, solution, square, counts) -> None:
                                      solution.row4col, free, scanned, counters)
         if stuck < 0:
             break
-        rows, cols, new_costs = _to_free_columns(search, scanned[: counters[2]], solution.row4col)
-        if not core.add(rows, cols, new_costs):
-            raise InfeasibleError()
+        rows, cols, new_costs = _to_free_columns(search, core, scanned[: counters[2]], solution.row4col)
+        core.add(rows, cols, new_costs)
         counts["dead_ends"] = counts.get("dead_ends", 0) + 1
         _restart(core, solution, square, counts, rows, cols, new_costs)
     counts["searches"] = counts.get("searches", 0) + int(counters[0])
@@ -350,18 +349,28 @@ def _make_matchable(search, core, counts) -> None:
         stuck = core_kernels.match_rows(indptr, indices, col4row, row4col, rows, scanned, counters)
         if stuck < 0:
             break
-        if not core.add(*_to_free_columns(search, scanned[: counters[2]], row4col)):
-            raise InfeasibleError()  # the rows reached have no allowed pair with a free column
+        core.add(*_to_free_columns(search, core, scanned[: counters[2]], row4col))
         counts["unmatchable"] = counts.get("unmatchable", 0) + 1
         rows = rows[stuck:]
 
 
-def _to_free_columns(search, rows, row4col):
-    """Edges from ``rows`` to their ``FREE_COLUMN_EDGES`` nearest free columns."""
-    free = np.flatnonzero(row4col < 0)
-    rows, cols, costs = search.nearest_free_columns(rows, free, min(free.shape[0], FREE_COLUMN_EDGES))
-    allowed = cols >= 0  # a matrix's forbidden entries are no edges
-    return rows[allowed], cols[allowed], costs[allowed]
+def _to_free_columns(search, core, rows, row4col):
+    """Edges from ``rows`` (those a search reached without finding a free column) to their
+    ``FREE_COLUMN_EDGES`` nearest free columns; where a matrix forbids every such pair, to their
+    nearest columns the search did not reach. Where there are none either, the rows have fewer
+    allowed columns than themselves (Hall's condition): :class:`InfeasibleError`."""
+    for columns in (np.flatnonzero(row4col < 0), None):
+        if columns is None:
+            indptr, indices, _ = core.csr()
+            reached = np.concatenate([indices[indptr[r] : indptr[r + 1]] for r in rows.tolist()])
+            columns = np.setdiff1d(np.arange(core.n_cols), reached)
+        if not columns.size:
+            continue
+        found = search.nearest_among(rows, columns, min(columns.shape[0], FREE_COLUMN_EDGES))
+        allowed = found[1] >= 0  # a matrix's forbidden entries are no edges
+        if allowed.any():
+            return tuple(x[allowed] for x in found)
+    raise InfeasibleError()
 
 
 def objective(kernels, a, b, a_norms, b_norms, metric: str, p: float, rows, cols) -> float:

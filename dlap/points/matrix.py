@@ -107,9 +107,10 @@ class MatrixSearch:
         xp = self.xp
         return to_host(self.matrix[xp.asarray(rows), xp.asarray(cols)].astype(np.float64))
 
-    def nearest_free_columns(self, rows, free, k: int):
+    def nearest_among(self, rows, columns, k: int):
+        """The ``k`` cheapest of ``columns`` for each of ``rows`` (edges; column -1 where forbidden)."""
         xp = self.xp
-        sub = self.matrix[xp.asarray(rows)][:, xp.asarray(free)].astype(np.float64)
+        sub = self.matrix[xp.asarray(rows)][:, xp.asarray(columns)].astype(np.float64)
         index, cost = (to_host(x) for x in self._cheapest(sub, k, 1))
-        cols = np.where(index >= 0, free[np.maximum(index, 0)], -1)
+        cols = np.where(index >= 0, columns[np.maximum(index, 0)], -1)
         return np.repeat(rows, k), cols.ravel(), cost.ravel()

@@ -24,7 +24,7 @@ class PairSearch:
         self.kernels = kernels
         self.metric, self.p, self.sign = METRIC_IDS[metric], p, sign
         self.shape = (a.shape[0], b.shape[0])
-        self._on_device = (a, b, a_norms, b_norms)  # for the kernels' pair costs and nearest free columns
+        self._on_device = (a, b, a_norms, b_norms)  # for the kernels: pair costs and nearest columns
         self.trees = a.shape[1] <= TREE_MAX_DIM
         if self.trees:  # the points on the host in float64 (n x d: small beside the work of the
             # queries; the costs widen every coordinate to float64 first, so they are the same)
@@ -100,18 +100,18 @@ class PairSearch:
             self.kernels.pair_costs(*self._on_device, self.metric, self.p, self.sign, rows, cols, out)
         return out
 
-    def nearest_free_columns(self, rows, free, k: int):
-        """The ``k`` cheapest of the columns ``free`` for each of ``rows``: edges (rows, columns, costs)."""
+    def nearest_among(self, rows, columns, k: int):
+        """The ``k`` cheapest of ``columns`` for each of ``rows``: edges (rows, columns, costs)."""
         a, b, a_norms, b_norms = self._on_device
         xp = array_module(a)
-        on_device_rows, on_device_free = xp.asarray(rows), xp.asarray(free)
+        on_device_rows, on_device_columns = xp.asarray(rows), xp.asarray(columns)
         sub_a = xp.ascontiguousarray(a[on_device_rows])
-        sub_b = xp.ascontiguousarray(b[on_device_free])
+        sub_b = xp.ascontiguousarray(b[on_device_columns])
         sub_na = a_norms[on_device_rows] if a_norms.size else a_norms
-        sub_nb = b_norms[on_device_free] if b_norms.size else b_norms
+        sub_nb = b_norms[on_device_columns] if b_norms.size else b_norms
         index, cost = np.empty((rows.shape[0], k), dtype=np.int64), np.empty((rows.shape[0], k))
         self.kernels.nearest_columns(sub_a, sub_b, sub_na, sub_nb, self.metric, self.p, self.sign, k, index, cost)
-        return np.repeat(rows, k), free[index.ravel()], cost.ravel()
+        return np.repeat(rows, k), columns[index.ravel()], cost.ravel()
 
     @property
     def searches_every_pair(self) -> bool:

@@ -186,6 +186,11 @@ def solve(
         stats.method = method
     elif method == "sparse":
         row_match, u, v = _solve_sparse(device, problem, stats, progress)
+        if row_match is None:  # its duals cannot prove it: the tree variant, as scaling's fallback
+            problem = prepare(cost, maximize, deferred=device == "gpu")
+            backend = backend_for(device)
+            with _host_threads(backend, problem):
+                row_match, u, v = _run(backend, problem, stats, "tree", "jv", roots, progress)
     elif method == "dgs":
         deadline = started + (np.inf if time_limit is None else time_limit)
         row_match, u, v = _solve_dgs(device, problem, stats, deadline, start=start, seed=seed, switching=switching)
@@ -264,7 +269,10 @@ def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress)
 
 
 def _solve_sparse(device: str, problem: Problem, stats: Stats, progress):
-    """The sparse-core engine on the matrix (:mod:`dlap.points.matrix`), where ``device`` is."""
+    """The sparse-core engine on the matrix (:mod:`dlap.points.matrix`), where ``device`` is; None
+    for an answer its duals cannot prove at the precision of the costs it sums (tiny costs beside
+    large ones: :func:`dlap.hungarian.scaling.proves_itself`)."""
+    from .hungarian.scaling import gap_closes
     from .points.core import DEFAULT_CANDIDATES, solve_core
     from .points.matrix import MatrixSearch
     from .threads import solve_threads
@@ -278,7 +286,13 @@ def _solve_sparse(device: str, problem: Problem, stats: Stats, progress):
     stats.method = "sparse"
     with solve_threads(matrix.size) as threads, ProgressBar(progress) as callback:
         stats.threads = threads
-        solution = solve_core(MatrixSearch(matrix), stats, DEFAULT_CANDIDATES, callback)
+        search = MatrixSearch(matrix)
+        solution = solve_core(search, stats, DEFAULT_CANDIDATES, callback)
+        matched = search.pair_costs(np.arange(problem.n_rows), solution.col4row)
+        if not gap_closes(matched, search.reduced_minima(solution.v), solution.v,
+                          lambda: search.reduced_minima(np.zeros(problem.n_cols))):
+            stats.phase_counts["sparse_imprecise"] = 1
+            return None, None, None
     return solution.col4row, solution.u, solution.v
 
 

@@ -32,6 +32,32 @@ def test_few_candidates(strategy, candidates, monkeypatch):
     check_strategy(strategy, {"method": "sparse"}, SETTINGS)
 
 
+@pytest.mark.parametrize("strategy", FLOAT_STRATEGIES)
+def test_the_block_queries_on_the_host(strategy, monkeypatch):
+    """The queries a GPU runs (NumPy-compatible blocks, what CuPy runs) on NumPy matrices."""
+    import dlap.points.matrix
+
+    monkeypatch.setattr(dlap.points.matrix.MatrixSearch, "_host", None)
+    check_strategy(strategy, {"method": "sparse"}, SETTINGS)
+
+
+@pytest.mark.parametrize("cost", [
+    np.array([[0.0, 1e-12], [1e-12, 107.0]]),
+    np.array([[4.0] + [0.0] * 8] + [[0.0] * 9] * 2 + [[-2.220446e-16] + [0.0] * 8] + [[0.0] * 9] * 5, dtype=np.float32),
+], ids=["1e-12 beside 107", "-2e-16 beside 4"])
+def test_answers_the_duals_cannot_prove_go_to_the_tree_variant(cost, monkeypatch):
+    """Found by hypothesis on the block queries: costs at the rounding of the duals beside far
+    larger ones; where the engine's duals do not close the gap at the precision of the costs
+    it sums, the tree variant solves the matrix again, as the scaling engine's fallback."""
+    import dlap.points.matrix
+
+    monkeypatch.setattr(dlap.points.matrix.MatrixSearch, "_host", None)
+    result = assert_same_optimum(cost, method="sparse")
+    assert result.verify().optimal
+    if result.stats.method == "tree":
+        assert result.stats.phase_counts["sparse_imprecise"] == 1
+
+
 @pytest.mark.parametrize("family, n, m", [("uniform", 400, 400), ("shifted", 300, 250), ("clustered", 240, 300)])
 @pytest.mark.parametrize("maximize", [False, True])
 def test_structured_matrices(family, n, m, maximize):
@@ -88,7 +114,8 @@ def test_a_cupy_matrix_is_answered_on_the_gpu():
 
     a, b = generate.points("clustered", 300, 360, seed=1)
     cost = cdist(a, b)
-    on_gpu = dlap.solve(cupy.asarray(cost), method="sparse")
+    on_device = cupy.asarray(cost)
+    on_gpu = dlap.solve(on_device, method="sparse")
     on_cpu = dlap.solve(cost, method="sparse", device="cpu")
     assert isinstance(on_gpu.col_ind, cupy.ndarray) and on_gpu.stats.device == "gpu"
     assert on_gpu.objective == pytest.approx(on_cpu.objective, rel=1e-12) and on_gpu.verify().optimal

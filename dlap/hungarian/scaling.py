@@ -232,16 +232,21 @@ def proves_itself(backend, state) -> bool:
     above the costs cannot prove an answer about them). The sums are exact (``math.fsum``), and
     the tolerance does not grow with the prices, as the certificate's does."""
     xp = array_module(state.v)
-    matched = backend.matched_costs(state)
-    row_duals = backend.reduced_row_minima(state, state.v)
+    return gap_closes(backend.matched_costs(state), backend.reduced_row_minima(state, state.v), state.v,
+                      lambda: backend.reduced_row_minima(state, xp.zeros(state.n_cols)))
+
+
+def gap_closes(matched, row_duals, v, cost_minima) -> bool:
+    """:func:`proves_itself` from the matched costs, each row's least ``c - v`` and ``v``;
+    ``cost_minima()`` gives each row's least ``c``, asked only where the gap does not close."""
     primal = math.fsum(matched.tolist())
-    bound = math.fsum(row_duals.tolist()) + math.fsum(state.v.tolist())
-    rounding = 4 * np.finfo(np.float64).eps * (float(abs(row_duals).sum()) + float(abs(state.v).sum()))
+    bound = math.fsum(row_duals.tolist()) + math.fsum(v.tolist())
+    rounding = 4 * np.finfo(np.float64).eps * (float(abs(row_duals).sum()) + float(abs(v).sum()))
     if abs(primal - bound) + rounding <= PRECISION_RTOL * math.fsum(abs(matched).tolist()):
         return True
     # An optimum of cost 0 leaves the tolerance at 0, where any rounding fails it (the identity
     # matrix did); an assignment taking every row's minimum is optimal with no arithmetic at all.
-    return bool((matched == backend.reduced_row_minima(state, xp.zeros(state.n_cols))).all())
+    return bool((matched == cost_minima()).all())
 
 
 def solve_scaling(backend, state, stats: Stats, progress=None, roots: str = "auto", start: str = "greedy") -> None:

@@ -103,6 +103,15 @@ class MatrixSearch:
             index[start:stop, : worst.shape[1]] = to_host(worst)
             reduced[start:stop, : cost.shape[1]] = to_host(cost)
 
+    def reduced_minima(self, v):
+        """Each row's least ``c_ij - v_j`` (host float64)."""
+        if self._host:
+            out = np.empty(self.shape[0])
+            self._host.reduced_minima(self.matrix, np.asarray(v, dtype=np.float64), out)
+            return out
+        v = self.xp.asarray(v)
+        return np.concatenate([to_host((block - v[None, :]).min(axis=1)) for _, block in self._blocks()])
+
     def pair_costs(self, rows, cols):
         xp = self.xp
         return to_host(self.matrix[xp.asarray(rows), xp.asarray(cols)].astype(np.float64))

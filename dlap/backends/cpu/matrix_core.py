@@ -72,3 +72,13 @@ def price_entries(c, u, v, rtol, atol, index, reduced, count):
                 found += 1
                 worst = reduced[i, min(found, cap) - 1]
         count[i] = found
+
+
+@prange_kernel
+def reduced_minima(c, v, out):
+    """``out[i] = min_j (c_ij - v_j)``: each row's least reduced cost."""
+    for i in prange(c.shape[0]):
+        low = np.inf
+        for j in range(c.shape[1]):
+            low = min(low, np.float64(c[i, j]) - v[j])
+        out[i] = low

@@ -8,7 +8,7 @@ import numpy as np
 from numba import prange
 
 from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
-from .points import insert_sorted
+from .points import insert_sorted, keep_most_negative
 
 #: columns a thread takes at a time in :func:`cheapest_in_columns` (a cache line of float64 and more)
 COLUMN_CHUNK = 64
@@ -53,24 +53,13 @@ def price_entries(c, u, v, rtol, atol, index, reduced, count):
     """Every entry's reduced cost ``c_ij - u_i - v_j``; row i's most negative ones below
     ``-(rtol * (|c_ij| + |u_i| + |v_j|) + atol)`` into ``index[i]``, ``reduced[i]`` (as many as fit,
     most negative first), their number into ``count[i]`` (as :func:`dlap.backends.cpu.points.price`)."""
-    cap = index.shape[1]
     for i in prange(c.shape[0]):
         found = 0
-        worst = 0.0
         for j in range(c.shape[1]):
             x = np.float64(c[i, j])
             r = x - u[i] - v[j]
             if r < -(rtol * (abs(x) + abs(u[i]) + abs(v[j])) + atol):
-                if found < cap:
-                    t = found
-                elif r < worst:
-                    t = cap - 1
-                else:
-                    found += 1
-                    continue
-                insert_sorted(reduced[i], index[i], t, r, j)
-                found += 1
-                worst = reduced[i, min(found, cap) - 1]
+                found = keep_most_negative(reduced[i], index[i], found, r, j)
         count[i] = found
 
 

@@ -82,25 +82,27 @@ def price(a, b, na, nb, metric, p, sign, u, v, rtol, atol, index, reduced, count
     """Pricing: every pair's reduced cost ``c_ij - u_i - v_j``. Row i's most negative ones below
     ``-(rtol * (|c_ij| + |u_i| + |v_j|) + atol)`` go to ``index[i]``, ``reduced[i]`` (as many as fit, most
     negative first), and ``count[i]`` says how many there were."""
-    m, cap = b.shape[0], index.shape[1]
+    m = b.shape[0]
     for i in prange(a.shape[0]):
         found = 0
-        worst = 0.0  # the least negative kept, once the buffer is full
         for j in range(m):
             c = pair_cost(a, b, na, nb, i, j, metric, p, sign)
             r = c - u[i] - v[j]
             if r < -(rtol * (abs(c) + abs(u[i]) + abs(v[j])) + atol):
-                if found < cap:
-                    t = found
-                elif r < worst:
-                    t = cap - 1
-                else:
-                    found += 1
-                    continue
-                insert_sorted(reduced[i], index[i], t, r, j)
-                found += 1
-                worst = reduced[i, min(found, cap) - 1]
+                found = keep_most_negative(reduced[i], index[i], found, r, j)
         count[i] = found
+
+
+@njit(cache=True, inline="always")
+def keep_most_negative(keys, items, found, key, item):
+    """Keep (key, item) among the ascending ``keys``/``items`` if it is one of the ``len(keys)``
+    most negative of the ``found + 1`` seen (:func:`insert_sorted`); returns ``found + 1``."""
+    cap = keys.shape[0]
+    if found < cap:
+        insert_sorted(keys, items, found, key, item)
+    elif key < keys[cap - 1]:
+        insert_sorted(keys, items, cap - 1, key, item)
+    return found + 1
 
 
 @prange_kernel

@@ -176,10 +176,10 @@ def solve(
         cost = cost.get()  # the CPU solves a host copy; results go back to the caller's GPU
     # a GPU solve checks (and negates) a float matrix on the GPU, as it copies it there; DGS's
     # host start reads the matrix as prepared
-    if method == "sparse" and np.dtype(getattr(cost, "dtype", np.float64)).kind in "biu":
+    problem = prepare(cost, maximize, deferred=device == "gpu" and method not in ("dgs", "sparse"))
+    if method == "sparse" and problem.is_integer:
         raise ValueError("method='sparse' solves float matrices (its duals are floats); integer costs: "
                          "any other method")
-    problem = prepare(cost, maximize, deferred=device == "gpu" and method not in ("dgs", "sparse"))
     stats = Stats(device=device)
     if problem.matrix.size == 0:
         row_match, u, v = np.empty(0, dtype=np.int64), np.zeros(problem.n_rows), np.zeros(problem.n_cols)

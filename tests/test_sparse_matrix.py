@@ -97,9 +97,11 @@ def test_a_dead_end_with_no_allowed_free_column_is_not_infeasibility(monkeypatch
     assert assert_same_optimum(cost, method="sparse").objective == -1
 
 
-def test_integer_matrices_are_refused():
+@pytest.mark.parametrize("cost", [np.arange(9).reshape(3, 3), [[1, 2], [3, 4]], np.eye(3, dtype=bool)],
+                         ids=["int64 array", "list of ints", "bools"])
+def test_integer_matrices_are_refused(cost):
     with pytest.raises(ValueError, match="float matrices"):
-        dlap.solve(np.arange(9).reshape(3, 3), method="sparse")
+        dlap.solve(cost, method="sparse")
 
 
 @pytest.mark.gpu

@@ -22,22 +22,23 @@ class MatrixSearch:
         self.xp = array_module(matrix)
         self.shape = matrix.shape
 
-    def _blocks(self, rows: int | None = None):
+    def _blocks(self):
         """(start, block as float64) over the rows, a block at most ``BLOCK_ELEMENTS`` entries."""
         n, m = self.shape
         step = max(1, BLOCK_ELEMENTS // max(m, 1))
-        for start in range(0, n if rows is None else rows, step):
+        for start in range(0, n, step):
             yield start, self.matrix[start : start + step].astype(np.float64)
 
     def _cheapest(self, block, k: int, axis: int):
         """Each line's ``k`` cheapest entries of ``block`` along ``axis`` (indices, costs; cheapest
         first), index -1 where the entry is forbidden."""
         xp = self.xp
-        index = xp.argpartition(block, k - 1, axis=axis) if k < block.shape[axis] else None
-        if index is None:
-            index = xp.broadcast_to(xp.arange(block.shape[axis]).reshape((-1, 1) if axis == 0 else (1, -1)),
-                                    block.shape)
-        index = index[:k] if axis == 0 else index[:, :k]
+        if k < block.shape[axis]:
+            index = xp.argpartition(block, k - 1, axis=axis)
+            index = index[:k] if axis == 0 else index[:, :k]
+        else:
+            line = xp.arange(block.shape[axis])
+            index = xp.broadcast_to(line[:, None] if axis == 0 else line[None, :], block.shape)
         cost = xp.take_along_axis(block, index, axis=axis)
         order = xp.argsort(cost, axis=axis)
         index, cost = xp.take_along_axis(index, order, axis=axis), xp.take_along_axis(cost, order, axis=axis)
@@ -77,10 +78,7 @@ class MatrixSearch:
                 pick = xp.argsort(cost, axis=0, kind="stable")[:keep]
                 index, cost = xp.take_along_axis(index, pick, axis=0), xp.take_along_axis(cost, pick, axis=0)
             best_index, best_cost = index, cost
-        index, cost = to_host(best_index.T), to_host(best_cost.T)
-        if index.shape[1] < k:  # fewer rows than k: the engine asks for min(k, n)
-            raise ValueError(f"nearest_rows: {k} rows asked of {index.shape[1]}")
-        return np.ascontiguousarray(index), np.ascontiguousarray(cost)
+        return np.ascontiguousarray(to_host(best_index.T)), np.ascontiguousarray(to_host(best_cost.T))
 
     def price(self, u, v, rtol: float, atol: float, index, reduced, count) -> None:
         """Every entry's reduced cost ``c_ij - u_i - v_j``; each row's most negative ones below
@@ -95,8 +93,7 @@ class MatrixSearch:
         for start, block in self._blocks():
             stop = start + block.shape[0]
             rows_u = u[start:stop, None]
-            with np.errstate(invalid="ignore"):  # inf - inf never: u and v are finite
-                slack = block - rows_u - v[None, :]
+            slack = block - rows_u - v[None, :]
             below = slack < -(rtol * (xp.abs(block) + xp.abs(rows_u) + xp.abs(v)[None, :]) + atol)
             count[start:stop] = to_host(below.sum(axis=1))
             worst, cost = self._cheapest(xp.where(below, slack, xp.inf), min(k, block.shape[1]), 1)

@@ -547,6 +547,7 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
                     else:
                         w2 = h
             if j1 < 0 or bids >= bid_limit:
+                counters[0] += bids
                 return False
             bids += 1
             v[j1] -= (w2 - w1 if w2 < np.inf else lone_gap) + eps

@@ -1,7 +1,7 @@
 """The Dask engine: exact LAP solves over the workers of a Dask cluster (Date & Nagi 2016, section 5).
 
 ``solve(cost, client=None, method="auto"|"classical"|"tree")`` takes a dask array, a Zarr array or a
-Zarr path; see :mod:`dlap.distributed.solve` (API), :mod:`~dlap.distributed.data` (placement),
+Zarr path; ``solve_points(a, b, metric, client=None)`` two point sets (:mod:`~dlap.distributed.points`); see :mod:`dlap.distributed.solve` (API), :mod:`~dlap.distributed.data` (placement),
 :mod:`~dlap.distributed.rank.engine` (the SPMD solve on each rank), :mod:`~dlap.distributed.rank.comm`
 (NCCL and Dask-RPC collectives), :mod:`~dlap.distributed.cluster` and
 :mod:`~dlap.distributed.progress`. Needs the ``distributed`` extra (``dask-cuda`` for GPUs).
@@ -14,6 +14,8 @@ except ImportError as missing:  # the install hint the command line gives too
     raise ImportError(f"dlap.distributed needs Dask: pip install 'dlap[distributed]' ({missing})") from missing
 
 from .cluster import start_cluster
+from .points import solve_points
 from .solve import METHODS, DistributedAssignment, SolveExpired, WorkerLostError, solve
 
-__all__ = ["METHODS", "DistributedAssignment", "SolveExpired", "WorkerLostError", "solve", "start_cluster"]
+__all__ = ["METHODS", "DistributedAssignment", "SolveExpired", "WorkerLostError", "solve", "solve_points",
+           "start_cluster"]

@@ -72,55 +72,88 @@ def solve_points(a, b, metric: Metric = "euclidean", *, p: float | None = None, 
         points that are not real numbers.
     """
     from ..threads import solve_threads
-    from .core import DEFAULT_CANDIDATES, objective, solve_core
-    from .costs import PointCosts
+    from .core import solve_core
     from .search import PairSearch
 
     started = time.perf_counter()
-    check_choice("device", device, DEVICES)
-    exponent = check_metric(metric, p)
-    candidates = DEFAULT_CANDIDATES if candidates is None else candidates
-    if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or candidates < 1:
-        raise ValueError(f"candidates must be a positive integer; got {candidates!r}")
-    (a, give_back), (b, _) = adopt(a), adopt(b)
-    on_gpu = is_device_array(a) or is_device_array(b)
-    pairs = int(np.shape(a)[0]) * int(np.shape(b)[0]) if np.ndim(a) == 2 and np.ndim(b) == 2 else 0
-    device = device_for(device, on_gpu, pairs)  # the GPU for ``"auto"`` as dlap.solve's rule, by pairs
-    xp = array_module_for(device)
-    if device == "cpu":
-        a, b = to_host(a), to_host(b)
-    a, b = check_points(a, b, xp)
-    costs = PointCosts(a, b, metric, exponent, device)
-    kernels = costs.kernels
-    n, m = costs.shape
-    stats = Stats(device=device)
-    stats.method = "sparse-core"
-    transposed = n > m
-    rows_side = costs.T if transposed else costs
-    if min(n, m) == 0:
-        row_ind = col_ind = np.empty(0, dtype=np.int64)
-        u, v = np.zeros(n), np.zeros(m)
-        total = 0.0
-    else:
-        sign = -1.0 if maximize else 1.0
-        with solve_threads(n * m) as threads, ProgressBar(progress, "dlap solve_points") as callback:
+    problem = PointsProblem(a, b, metric, p, device, candidates)
+    stats = problem.stats()
+    solution = None
+    if problem.rows:
+        side = problem.rows_side
+        with solve_threads(side.size) as threads, ProgressBar(progress, "dlap solve_points") as callback:
             stats.threads = threads
-            search = PairSearch(kernels, rows_side.a, rows_side.b, rows_side.a_norms, rows_side.b_norms, metric,
-                                exponent, sign)
-            solution = solve_core(search, stats, candidates, callback)
-        k = min(n, m)
-        short, long_ = np.arange(k, dtype=np.int64), solution.col4row
-        row_ind, col_ind = (long_, short) if transposed else (short, long_)
-        order = np.argsort(row_ind, kind="stable")
-        row_ind, col_ind = row_ind[order], col_ind[order]
-        u_short, v_long = sign * solution.u, sign * solution.v
-        u, v = (v_long, u_short) if transposed else (u_short, v_long)
-        total = objective(kernels, a, b, costs.a_norms, costs.b_norms, metric, exponent, row_ind, col_ind)
-    stats.seconds = time.perf_counter() - started
-    if on_gpu:  # CuPy points: the answers on the GPU too, as dlap.solve gives them
-        row_ind, col_ind, u, v = (xp.asarray(x) for x in (row_ind, col_ind, u, v))
-    return Assignment(give_back(row_ind), give_back(col_ind), total, give_back(u), give_back(v), stats,
-                      maximize=maximize, matrix_ref=CostsReference(costs))
+            search = PairSearch(side.kernels, side.a, side.b, side.a_norms, side.b_norms, problem.metric,
+                                problem.exponent, problem.sign(maximize))
+            solution = solve_core(search, stats, problem.candidates, callback)
+    return problem.answer(solution, maximize, stats, started)
+
+
+class PointsProblem:
+    """Two point sets checked and laid out for the sparse-core engine: on the device ``device``
+    picks, their costs (:class:`~dlap.points.costs.PointCosts`), and the shorter set as the rows
+    (``rows_side``: the costs, transposed where ``a`` is the longer); :meth:`answer` turns the
+    core's solution back into the caller's :class:`~dlap.Assignment`."""
+
+    def __init__(self, a, b, metric: str, p: float | None, device: str, candidates: int | None):
+        from .core import DEFAULT_CANDIDATES
+        from .costs import PointCosts
+
+        check_choice("device", device, DEVICES)
+        self.exponent = check_metric(metric, p)
+        candidates = DEFAULT_CANDIDATES if candidates is None else candidates
+        if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or candidates < 1:
+            raise ValueError(f"candidates must be a positive integer; got {candidates!r}")
+        (a, self.give_back), (b, _) = adopt(a), adopt(b)
+        self.on_gpu = is_device_array(a) or is_device_array(b)
+        pairs = int(np.shape(a)[0]) * int(np.shape(b)[0]) if np.ndim(a) == 2 and np.ndim(b) == 2 else 0
+        self.device = device_for(device, self.on_gpu, pairs)  # the GPU for "auto" as dlap.solve's rule, by pairs
+        self.xp = array_module_for(self.device)
+        if self.device == "cpu":
+            a, b = to_host(a), to_host(b)
+        a, b = check_points(a, b, self.xp)
+        self.metric, self.candidates = metric, int(candidates)
+        self.costs = PointCosts(a, b, metric, self.exponent, self.device)
+        n, m = self.costs.shape
+        self.transposed = n > m
+        self.rows_side = self.costs.T if self.transposed else self.costs
+        self.rows = min(n, m)
+
+    @staticmethod
+    def sign(maximize: bool) -> float:
+        return -1.0 if maximize else 1.0
+
+    def stats(self) -> Stats:
+        stats = Stats(device=self.device)
+        stats.method = "sparse-core"
+        return stats
+
+    def answer(self, solution, maximize: bool, stats: Stats, started: float) -> Assignment:
+        """The caller's assignment from the core's ``solution`` (None where a set is empty)."""
+        from .core import objective
+
+        costs = self.costs
+        n, m = costs.shape
+        if solution is None:
+            row_ind = col_ind = np.empty(0, dtype=np.int64)
+            u, v = np.zeros(n), np.zeros(m)
+            total = 0.0
+        else:
+            sign = self.sign(maximize)
+            short, long_ = np.arange(self.rows, dtype=np.int64), solution.col4row
+            row_ind, col_ind = (long_, short) if self.transposed else (short, long_)
+            order = np.argsort(row_ind, kind="stable")
+            row_ind, col_ind = row_ind[order], col_ind[order]
+            u_short, v_long = sign * solution.u, sign * solution.v
+            u, v = (v_long, u_short) if self.transposed else (u_short, v_long)
+            total = objective(costs.kernels, costs.a, costs.b, costs.a_norms, costs.b_norms, self.metric,
+                              self.exponent, row_ind, col_ind)
+        stats.seconds = time.perf_counter() - started
+        if self.on_gpu:  # CuPy points: the answers on the GPU too, as dlap.solve gives them
+            row_ind, col_ind, u, v = (self.xp.asarray(x) for x in (row_ind, col_ind, u, v))
+        give_back = self.give_back
+        return Assignment(give_back(row_ind), give_back(col_ind), total, give_back(u), give_back(v), stats,
+                          maximize=maximize, matrix_ref=CostsReference(costs))
 
 
 def array_module_for(device: str):

@@ -1,0 +1,207 @@
+"""``dlap.distributed.solve_points``: the sparse-core engine of :mod:`dlap.points` with its work over
+every pair split across the workers of a Dask cluster.
+
+The points, O((n + m) d), are checked in the calling process and sent to each worker once. The
+two searches that touch all n x m pairs run on the workers, each over its block of rows (or, for
+each column's nearest rows, of columns): the candidates' nearest neighbours and every pricing
+round. The core, O(n k) edges, is solved in the calling process between the rounds; the result's
+``verify()`` checks every pair there (k-d trees or blocks, as :func:`dlap.solve_points`'s).
+
+On the dashboard the tasks are ``dlap-points-nearest-<solve id>-<block>`` and
+``dlap-points-price-<solve id>-<round>-<block>``. A worker that leaves has its block redone by another;
+a block's search (its k-d tree) is made once per worker and solve and dropped when the solve ends.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import OrderedDict
+
+import numpy as np
+
+from ..options import DEVICES, check_choice
+from ..points.metrics import Metric
+from ..points.solve import PointsProblem
+from .cluster import connected, worker_addresses
+
+#: the block searches a worker keeps (a solve's, dropped at its end; a bound for solves whose
+#: client went away before)
+KEPT_SEARCHES = 8
+_searches: OrderedDict = OrderedDict()  # on a worker: (solve id, side, lo, hi) -> PairSearch
+
+
+def solve_points(a, b, metric: Metric = "euclidean", client=None, *, p: float | None = None, maximize: bool = False,
+                 candidates: int | None = None, n_workers: int | None = None, workers=None,
+                 scheduler: str | None = None, device: str = "auto", progress=None):
+    """:func:`dlap.solve_points` with the nearest-neighbour queries and the pricing of every pair
+    split over a Dask cluster's workers (see the module docstring).
+
+    Parameters
+    ----------
+    a, b : arrays of shape (n, d) and (m, d)
+        NumPy, dask (computed on the cluster and gathered here: n x d values), CuPy, PyTorch or
+        DLPack arrays; as :func:`dlap.solve_points`.
+    metric, p, maximize, candidates, progress
+        As :func:`dlap.solve_points`.
+    client : distributed.Client, optional
+        Where to solve: as :func:`dlap.distributed.solve` (``scheduler``'s cluster, the default
+        client, or a local cluster started for this call and closed after it).
+    n_workers, workers : how many of the cluster's workers, or which (addresses), share the
+        searches; default all. Each gets one block of rows.
+    device : {"auto", "cpu", "gpu"}
+        Where each worker computes its pairs: ``"auto"`` its GPU where it sees one and its block
+        has at least 512 x 512 pairs (dask-cuda gives each worker one), else its CPU.
+
+    Returns
+    -------
+    Assignment
+        As :func:`dlap.solve_points` (NumPy arrays); ``stats.phase_counts["workers"]`` says how many
+        shared the searches.
+    """
+    started = time.perf_counter()
+    check_choice("device", device, DEVICES)
+    a, b = _local(a, client), _local(b, client)
+    problem = PointsProblem(a, b, metric, p, "cpu", candidates)
+    stats = problem.stats()
+    solution = None
+    if problem.rows:
+        with connected(client, scheduler, n_workers) as client:
+            search = ClusterSearch(client, problem, maximize, _workers(client, workers, n_workers), device)
+            stats.phase_counts["workers"] = len(search.workers)
+            try:
+                from ..points.core import solve_core
+                from ..progress import ProgressBar
+
+                with ProgressBar(progress, "dlap distributed solve_points") as callback:
+                    solution = solve_core(search, stats, problem.candidates, callback)
+            finally:
+                search.close()
+    return problem.answer(solution, maximize, stats, started)
+
+
+def _local(points, client):
+    """Points as an array of this process: a dask array computed on the cluster."""
+    if hasattr(points, "dask") and hasattr(points, "compute"):
+        from distributed import default_client
+
+        return (client or default_client()).compute(points).result()
+    return points
+
+
+def _workers(client, workers, n_workers) -> list[str]:
+    chosen = list(workers) if workers is not None else worker_addresses(client)
+    if n_workers is not None:
+        chosen = chosen[:n_workers]
+    if not chosen:
+        raise RuntimeError("dlap: the Dask cluster has no workers to solve on")
+    return chosen
+
+
+class ClusterSearch:
+    """The queries of :func:`dlap.points.core.solve_core` (see :class:`dlap.points.search.PairSearch`):
+    those over every pair by blocks on the workers, the others (a few pairs) here."""
+
+    def __init__(self, client, problem: PointsProblem, maximize: bool, workers: list[str], device: str):
+        from ..points.search import PairSearch
+
+        side = problem.rows_side
+        self.client, self.workers, self.device = client, workers, device
+        self.sign = problem.sign(maximize)
+        self.metric, self.exponent = problem.metric, problem.exponent
+        self.here = PairSearch(side.kernels, side.a, side.b, side.a_norms, side.b_norms, problem.metric,
+                               problem.exponent, self.sign)
+        self.shape = self.here.shape
+        self.solve_id = uuid.uuid4().hex[:12]
+        self.rounds = 0
+        # the points, once to each worker
+        self.points = client.scatter([side.a, side.b], workers=workers, broadcast=True, hash=False)
+
+    def _blocks(self, length: int):
+        bounds = np.linspace(0, length, min(len(self.workers), length) + 1).astype(np.int64).tolist()
+        return list(zip(bounds[:-1], bounds[1:], self.workers, strict=False))
+
+    def _submit(self, function, name: str, side: int, lo: int, hi: int, worker: str, *args):
+        return self.client.submit(function, self.solve_id, side, lo, hi, *self.points, self.metric, self.exponent,
+                                  self.sign, self.device, *args, key=f"{name}-{self.solve_id}-{side}-{lo}",
+                                  workers=[worker], allow_other_workers=True, pure=False)
+
+    def nearest_columns(self, k: int):
+        """Each row's ``k`` cheapest columns and their costs."""
+        return self._nearest(0, self.shape[0], k)
+
+    def nearest_rows(self, k: int):
+        """Each column's ``k`` cheapest rows and their costs."""
+        return self._nearest(1, self.shape[1], k)
+
+    def _nearest(self, side: int, length: int, k: int):
+        futures = [self._submit(_nearest_block, "dlap-points-nearest", side, lo, hi, w, k)
+                   for lo, hi, w in self._blocks(length)]
+        found = self.client.gather(futures)
+        return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
+
+    def price(self, u, v, rtol: float, atol: float, index, reduced, count) -> None:
+        """Every pair's reduced cost, by blocks of rows (:meth:`dlap.points.search.PairSearch.price`)."""
+        self.rounds += 1
+        duals = self.client.scatter(v, workers=self.workers, broadcast=True, hash=False)
+        futures = [self._submit(_price_block, f"dlap-points-price-{self.rounds}", 0, lo, hi, w, u[lo:hi], duals,
+                                rtol, atol, index.shape[1])
+                   for lo, hi, w in self._blocks(self.shape[0])]
+        for (lo, hi, _), (i, r, c) in zip(self._blocks(self.shape[0]), self.client.gather(futures), strict=True):
+            index[lo:hi], reduced[lo:hi], count[lo:hi] = i, r, c
+
+    def pair_costs(self, rows, cols):
+        return self.here.pair_costs(rows, cols)
+
+    def nearest_among(self, rows, columns, k: int):
+        return self.here.nearest_among(rows, columns, k)
+
+    def close(self) -> None:
+        """Drop the workers' searches and points of this solve."""
+        self.client.run(forget, self.solve_id, workers=self.workers)
+        self.client.cancel(self.points)
+
+
+def _block_search(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, device):
+    """On a worker: the search over block ``lo:hi`` of the rows (``side`` 0) or of the columns
+    (``side`` 1, the other set then its columns), made once per solve."""
+    from ..device import device_for
+    from ..points.costs import PointCosts
+    from ..points.search import PairSearch
+
+    key = (solve_id, side, lo, hi)
+    if key not in _searches:
+        a, b = (rows, cols) if side == 0 else (cols, rows)
+        a = a[lo:hi]
+        on = device_for(device, False, a.shape[0] * b.shape[0])
+        if on == "gpu":
+            import cupy
+
+            a, b = cupy.asarray(a), cupy.asarray(b)
+        costs = PointCosts(a, b, metric, exponent, on)
+        _searches[key] = PairSearch(costs.kernels, costs.a, costs.b, costs.a_norms, costs.b_norms, metric, exponent,
+                                    sign)
+        while len(_searches) > KEPT_SEARCHES:
+            _searches.popitem(last=False)
+    _searches.move_to_end(key)
+    return _searches[key]
+
+
+def _nearest_block(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, device, k):
+    """On a worker: its block's ``k`` nearest (columns of its rows, or rows of its columns)."""
+    return _block_search(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, device).nearest_columns(k)
+
+
+def _price_block(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, device, u, v, rtol, atol, k):
+    """On a worker: its rows' violators (:meth:`dlap.points.search.PairSearch.price`)."""
+    search = _block_search(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, device)
+    index, reduced = np.empty((hi - lo, k), dtype=np.int64), np.empty((hi - lo, k))
+    count = np.empty(hi - lo, dtype=np.int64)
+    search.price(u, v, rtol, atol, index, reduced, count)
+    return index, reduced, count
+
+
+def forget(solve_id: str) -> None:
+    """On a worker: drop the searches of solve ``solve_id``."""
+    for key in [key for key in _searches if key[0] == solve_id]:
+        del _searches[key]

@@ -1,0 +1,100 @@
+"""``dlap.distributed.solve_points`` on real LocalClusters: the searches over every pair on the workers,
+the optimum :func:`dlap.solve_points` and scipy find, scipy's errors, the workers' state dropped."""
+
+import numpy as np
+import pytest
+from scipy.optimize import linear_sum_assignment
+from scipy.spatial.distance import cdist
+
+pytestmark = pytest.mark.distributed
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import dlap  # noqa: E402
+import dlap.distributed as dd  # noqa: E402
+from dlap import generate  # noqa: E402
+from dlap.distributed import points as cluster_points  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=":0") as cluster:
+        with distributed.Client(cluster) as c:
+            yield c
+
+
+def scipy_optimum(a, b, metric, maximize=False, **kw):
+    cost = cdist(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), metric, **kw)
+    rows, cols = linear_sum_assignment(cost, maximize=maximize)
+    return cost[rows, cols].sum()
+
+
+@pytest.mark.parametrize("shape", [(120, 120), (90, 130), (130, 90)])
+@pytest.mark.parametrize("metric, kw", [("euclidean", {}), ("sqeuclidean", {}), ("cityblock", {}),
+                                        ("cosine", {}), ("minkowski", {"p": 3.0})])
+def test_agrees_with_scipy(client, shape, metric, kw):
+    """Both orientations, every metric, one candidate a row (so the pricing rounds find the optimum's
+    edges) and the default; maximised too."""
+    n, m = shape
+    rng = np.random.default_rng(n + m)
+    a, b = rng.normal(size=(n, 3)), rng.normal(size=(m, 3))
+    for candidates, maximize in ((1, False), (None, True)):
+        result = dd.solve_points(a, b, metric, client, candidates=candidates, maximize=maximize, **kw)
+        assert result.objective == pytest.approx(scipy_optimum(a, b, metric, maximize, **kw), rel=1e-12, abs=1e-12)
+        assert result.verify().optimal
+        assert result.row_ind.shape[0] == min(n, m)
+        assert result.stats.phase_counts["workers"] == 3
+
+
+@pytest.mark.parametrize("family", ["uniform", "clustered", "shifted"])
+def test_the_optimum_of_one_process(client, family):
+    """The same optimum as :func:`dlap.solve_points` on its families, float32 points included."""
+    a, b = generate.points(family, 1500, 1300, seed=3)
+    for dtype in (np.float64, np.float32):
+        here = dlap.solve_points(a.astype(dtype), b.astype(dtype), device="cpu")
+        there = dd.solve_points(a.astype(dtype), b.astype(dtype), client=client, device="cpu")
+        assert there.objective == here.objective
+        assert there.verify().optimal
+
+
+def test_dask_arrays_in_and_the_workers_searches_dropped(client):
+    a, b = generate.points("uniform", 700, 700, seed=5)
+    with distributed.get_task_stream(client) as stream:
+        result = dd.solve_points(da.from_array(a, chunks=(200, 2)), da.from_array(b, chunks=(300, 2)), client=client,
+                                 n_workers=2)
+    assert result.objective == dlap.solve_points(a, b, device="cpu").objective
+    assert result.stats.phase_counts["workers"] == 2
+    names = {task["key"].split("-")[2] for task in stream.data if str(task["key"]).startswith("dlap-points-")}
+    assert names == {"nearest", "price"}  # what the dashboard's task stream shows
+    assert client.run(lambda: len(cluster_points._searches)) == dict.fromkeys(client.scheduler_info()["workers"], 0)
+
+
+def test_scipy_errors(client):
+    good = np.zeros((3, 2))
+    with pytest.raises(ValueError, match="NaN|finite"):
+        dd.solve_points(np.array([[0.0, np.nan], [1.0, 1.0]]), good, client=client)
+    with pytest.raises(ValueError):
+        dd.solve_points(good, np.zeros((3, 3)), client=client)
+    with pytest.raises(ValueError, match="device"):
+        dd.solve_points(good, good, client=client, device="tpu")
+    empty = dd.solve_points(np.zeros((0, 2)), good, client=client)
+    assert empty.objective == 0.0 and empty.row_ind.shape == (0,)
+
+
+def test_without_a_client_the_default_client_solves(client):
+    a, b = generate.points("uniform", 200, 200, seed=8)
+    assert dd.solve_points(a, b).objective == dlap.solve_points(a, b, device="cpu").objective
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family, metric, n", [("uniform", "euclidean", 20000), ("embeddings", "cosine", 3000)])
+def test_on_gpu_workers(family, metric, n):
+    """One dask-cuda worker per GPU; 2-D points through the workers' k-d trees, 64-D embeddings
+    scanned by their GPUs."""
+    pytest.importorskip("dask_cuda")
+    a, b = generate.points(family, n, n + 500, seed=2)
+    with dd.start_cluster(dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+        result = dd.solve_points(a, b, metric, c, device="gpu")
+    assert result.objective == dlap.solve_points(a, b, metric, device="cpu").objective
+    assert result.verify().optimal

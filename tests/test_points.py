@@ -274,7 +274,7 @@ def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties):
     counters = np.zeros(2, dtype=np.int64)
     for start in (25.0, 1.0):
         assert module.scaled_auction(indptr, indices, costs, *_NO_COLUMNS, v, col4row, row4col, start, last, 6.0,
-                                     100.0, 200 * n, counters)
+                                     100.0, 20 * n, 1000 * n, counters)
         assert np.array_equal(np.sort(col4row), np.arange(n)) and np.array_equal(row4col[col4row], np.arange(n))
         rounding = 1e-12 * (np.abs(v).max() + np.abs(costs).max())  # of c - v, at the prices' magnitude
         assert release_loose_rows(indptr, indices, costs, v.copy(), col4row.copy(), row4col.copy(),
@@ -282,10 +282,13 @@ def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties):
     assert counters[0] >= n and counters[1] >= 2
     one_column = (np.array([0, 1, 2], dtype=np.int64), np.array([0, 0], dtype=np.int64), np.array([1.0, 2.0]))
     no_edges = (np.array([0, 1, 1], dtype=np.int64), np.array([0], dtype=np.int64), np.array([1.0]))
-    for core in (one_column, no_edges):
+    # a price war is asked about after 40 bids (the guard, 10**9, never stops it), or stopped by the guard
+    for core, check_after, bid_limit in ((one_column, 40, 10**9), (no_edges, 40, 10**9), (one_column, 10**9, 400)):
         v, matched = np.zeros(2), np.full(2, -1, dtype=np.int64)
-        assert not module.scaled_auction(*core, *_NO_COLUMNS, v, matched, matched.copy(), 1.0, last, 6.0, 1.0, 400,
-                                         np.zeros(2, dtype=np.int64))
+        counters = np.zeros(2, dtype=np.int64)
+        assert not module.scaled_auction(*core, *_NO_COLUMNS, v, matched, matched.copy(), 1.0, last, 6.0, 1.0,
+                                         check_after, bid_limit, counters)
+        assert counters[0] <= min(2 * check_after, bid_limit)
 
 
 @pytest.mark.parametrize("ties", [False, True])
@@ -309,7 +312,7 @@ def test_the_rectangular_auction_leaves_unassigned_columns_at_the_top(n, m, k, t
     counters = np.zeros(2, dtype=np.int64)
     for start in (25.0, 1.0):
         assert module.scaled_auction(indptr, indices, costs, *core.csc(), v, col4row, row4col, start, last, 6.0,
-                                     100.0, 200 * n, counters)
+                                     100.0, 20 * n, 1000 * n, counters)
         assert (col4row >= 0).all() and np.array_equal(row4col[col4row], np.arange(n))
         assert (row4col >= 0).sum() == n and (v <= 0).all() and (v[row4col < 0] == 0).all()
         rounding = 1e-12 * (np.abs(v).max() + np.abs(costs).max())

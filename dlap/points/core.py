@@ -48,9 +48,12 @@ ARR_STEPS_PER_ROW = 8
 AUCTION_FIRST_EPS = 0.25
 AUCTION_LAST_EPS = 1e-6
 AUCTION_EPS_FACTOR = 6.0
-#: a phase with more bids per row than this gives up (a guard: the core is made matchable first,
-#: and a phase of uniform points at n = 100000 bids at most 35 times a row)
-AUCTION_BIDS_PER_ROW = 200
+#: bids a row in a phase after which the auction asks whether its free rows can be matched at all
+#: (and again at each doubling): a core that matches not every row shows as a price war (a phase
+#: of uniform points at n = 100000 bids up to 35 times a row)
+AUCTION_CHECK_BIDS_PER_ROW = 20
+#: a phase with more bids per row than this gives up (a guard)
+AUCTION_BIDS_PER_ROW = 1000
 #: after pricing, the core is solved again by the auction where more than this share of the rows
 #: have new edges, else by letting the rows they undercut go (square matrices)
 WARM_AUCTION_SHARE = 0.05
@@ -190,9 +193,11 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
         core.add(back_index.ravel(), np.repeat(np.arange(m, dtype=np.int64), k_rows), back_cost.ravel())
     report.stage("core solve", candidates_end, core_end, n)
     with _timed("core_solve"):
-        _make_matchable(search, core, counts)  # an auction on a core that is not finds out by a price war
         solution.start(core)
-        _auction(core, solution, square, counts)
+        if not _auction(core, solution, square, counts):  # the nearest neighbours match not every row
+            _make_matchable(search, core, counts)
+            solution.start(core)
+            _auction(core, solution, square, counts)
         _assign_all(search, core, solution, square, counts)
     violators_index, violators_reduced = np.empty((n, k), dtype=np.int64), np.empty((n, k))
     violators_count = np.empty(n, dtype=np.int64)
@@ -249,7 +254,8 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     v, col4row, row4col = solution.v.copy(), solution.col4row.copy(), solution.row4col.copy()
     by_column = _NO_COLUMNS if square else core.csc()
     settled = core_kernels.scaled_auction(indptr, indices, costs, *by_column, v, col4row, row4col, first, last,
-                                          AUCTION_EPS_FACTOR, span, AUCTION_BIDS_PER_ROW * core.n_rows, counters)
+                                          AUCTION_EPS_FACTOR, span, AUCTION_CHECK_BIDS_PER_ROW * core.n_rows,
+                                          AUCTION_BIDS_PER_ROW * core.n_rows, counters)
     counts["auction_bids"] = counts.get("auction_bids", 0) + int(counters[0])
     counts["auction_phases"] = counts.get("auction_phases", 0) + int(counters[1])
     if not settled:
@@ -334,8 +340,8 @@ def _assign_all(search, core, solution, square, counts) -> None:
 
 def _make_matchable(search, core, counts) -> None:
     """Grow the core until it matches every row, ignoring costs (the auction settles only on a
-    core that does, and finds out that one does not only by a price war of ``AUCTION_BIDS_PER_ROW``
-    bids a row): a search for a free column over any edges from each row in turn, and where one
+    core that does; without its prices the exact searches start cold and each reaches most
+    columns): a search for a free column over any edges from each row in turn, and where one
     finds none, edges from the rows it reached to their nearest free columns."""
     from ..backends.cpu import points as core_kernels
 

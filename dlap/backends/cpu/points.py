@@ -510,7 +510,7 @@ def release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps):
 
 @njit(cache=True)
 def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, eps_end,
-                   factor, lone_gap, bid_limit, counters):
+                   factor, lone_gap, check_after, bid_limit, counters):
     """Bertsekas' auction with ε-scaling on a sparse graph (Gauss-Seidel: one free row bids at a
     time), from prices ``v`` and a matching: each phase frees the rows that break
     ε-complementary slackness (:func:`release_loose_rows`), and each free row takes its cheapest
@@ -520,8 +520,10 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     (:func:`reverse_auction`, the graph's columns ``col_indptr``/``col_rows``/``col_costs``);
     then ε is divided by ``factor`` until it reaches ``eps_end``. Leaves every row assigned
     within ``eps_end`` of its cheapest column, and unassigned columns at price 0, the highest.
-    Returns False where the rows in sight have no perfect matching (more than ``bid_limit``
-    bids in a phase, or a row without edges). ``counters``: [0] bids, [1] phases."""
+    Returns False where the rows in sight have no perfect matching: a row without edges, or free
+    rows with no augmenting path at all (costs ignored: :func:`free_rows_matchable`), asked after
+    ``check_after`` bids in a phase and at each doubling of them (a price war that would not end),
+    or more than ``bid_limit`` bids in a phase (a guard). ``counters``: [0] bids, [1] phases."""
     n = indptr.shape[0] - 1
     size = n + 1
     queue = np.empty(size, dtype=np.int64)
@@ -533,8 +535,13 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
                 queue[waiting] = i
                 waiting += 1
         head, tail = 0, waiting
-        bids = 0
+        bids, check = 0, check_after
         while waiting:
+            if bids >= check:
+                if not free_rows_matchable(indptr, indices, col4row, row4col, queue, head, waiting):
+                    counters[0] += bids
+                    return False
+                check *= 2
             i = queue[head]
             head = head + 1 if head + 1 < size else 0
             waiting -= 1
@@ -570,6 +577,17 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
         if eps <= eps_end:
             return True
         eps = max(eps / factor, eps_end)
+
+
+@njit(cache=True)
+def free_rows_matchable(indptr, indices, col4row, row4col, queue, head, waiting):
+    """Whether every free row of the auction's circular ``queue`` (``waiting`` of them from
+    ``head``) can still be matched, costs ignored (:func:`match_rows` on copies of the matching)."""
+    rows = np.empty(waiting, dtype=np.int64)
+    for t in range(waiting):
+        rows[t] = queue[(head + t) % queue.shape[0]]
+    scanned, counters = np.empty(col4row.shape[0], dtype=np.int64), np.zeros(3, dtype=np.int64)
+    return match_rows(indptr, indices, col4row.copy(), row4col.copy(), rows, scanned, counters) < 0
 
 
 @njit(cache=True)

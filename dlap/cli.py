@@ -431,7 +431,8 @@ def parser() -> argparse.ArgumentParser:
                         "Switching against dlap's exact solver (gaps, deadlines); deadlines: how far past their "
                         "deadlines DGS solves end, and the thread team, idle and on busy cores; points: "
                         "dlap.solve_points on point sets (--families: uniform, uniform-3d, clustered, shifted, "
-                        "embeddings; default uniform, n = 10000 100000) beside the dense engine; "
+                        "embeddings, each with :metric if not its default, e.g. uniform:sqeuclidean; default "
+                        "uniform, n = 10000 100000) beside the dense engine; "
                         "first-calls: a fresh process's first solves on the CPU (cached and empty kernel cache) "
                         "against scipy's; progress: how far the progress estimate and its ETA stray from the "
                         "share of the solve's time gone by (five solves of seconds each)")

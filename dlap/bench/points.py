@@ -3,7 +3,8 @@
 where the matrix fits. ``m_ratio`` makes the second set ``round(n * m_ratio)`` points (rectangular
 problems, either orientation).
 
-For every family and size (Euclidean; cosine for ``embeddings``), after untimed runs that compile
+For every family and size (Euclidean, cosine for ``embeddings``, or the metric named after a colon:
+``uniform:sqeuclidean``), after untimed runs that compile
 every kernel (on the GPU one at the size itself: CuPy compiles some kernels per size): the
 sparse-core engine's time from the points to the certified assignment's indices (points on the
 device named, as NumPy or CuPy arrays, before the timer starts), its phases (candidates, core
@@ -45,8 +46,12 @@ def _points(family: str, n: int, m: int, seed: int, device: str):
     return a, b
 
 
-def _metric(family: str) -> str:
-    return "cosine" if family == "embeddings" else "euclidean"
+def _family_metric(spec: str) -> tuple[str, str]:
+    """``family[:metric]`` -> (family, metric): Euclidean by default, cosine for ``embeddings``."""
+    family, _, metric = spec.partition(":")
+    metric = metric or ("cosine" if family == "embeddings" else "euclidean")
+    check_metric(metric, None)
+    return family, metric
 
 
 def _matrix(a, b, metric: str, device: str):
@@ -70,14 +75,15 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, fa
     """Run the points benchmark; write JSON lines to ``out`` as they come; return the records."""
     sizes = sorted(sizes or POINTS_SIZES)
     records = []
-    for family in families:  # every kernel compiled before any timer starts: both engines', then the team's
+    families = [_family_metric(spec) for spec in families]
+    for family, metric in families:  # every kernel compiled before any timer starts: both engines', then the team's
         a, b = _points(family, 300, _columns(300, m_ratio), seed + 1, device)
-        solve_points(a, b, _metric(family), device=device)
-        solve(_matrix(a, b, _metric(family), device), device=device)
+        solve_points(a, b, metric, device=device)
+        solve(_matrix(a, b, metric, device), device=device)
     for_large_solves(device)
     with Records(out) as sink:
-        for family, n in ((family, n) for family in families for n in sizes):
-            metric, m = _metric(family), _columns(n, m_ratio)
+        for (family, metric), n in ((spec, n) for spec in families for n in sizes):
+            m = _columns(n, m_ratio)
             a, b = _points(family, n, m, seed, device)
             if device == "gpu":  # one untimed run at this size: CuPy compiles some of its kernels per size
                 solve_points(a, b, metric, device=device)

@@ -49,6 +49,13 @@ def test_the_points_suite_runs_from_the_command(tmp_path, capsys):
         assert cli.main(["bench", "--suite", "points", "--n", "200", "--m-ratio", str(ratio), "--families", "shifted"]) == 0
         shown = capsys.readouterr().out
         assert f"| shifted | 200 x {m} | cpu |" in shown and "NO" not in shown
+    out.unlink()
+    assert cli.main(["bench", "--suite", "points", "--n", "200", "--families", "uniform:sqeuclidean",
+                     "--json", str(out)]) == 0
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["metric"] == "sqeuclidean" and record["optimal"] and record["same_optimum"]
+    assert cli.main(["bench", "--suite", "points", "--n", "200", "--families", "uniform:hamming"]) == 2
+    assert "unknown metric 'hamming'" in capsys.readouterr().err
 
 
 def test_the_first_calls_suite_times_fresh_processes(tmp_path):

@@ -263,8 +263,9 @@ def _random_core(n: int, k: int, seed: int, ties: bool):
 @pytest.mark.parametrize("n, k", [(1, 1), (2, 1), (50, 3), (3000, 8), (4000, 1)])
 def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties):
     """The core's auction leaves every row assigned within the last ε of its cheapest column,
-    from zero prices and again from its own; it says so where the core has no perfect matching
-    (two rows with one column; a row without edges)."""
+    from zero prices and again from its own, asking whether its free rows can be matched from
+    its first bid on (never wrongly); it says so where the core has no perfect matching (two
+    rows with one column; a row without edges)."""
     from dlap.backends.cpu import points as module
     from dlap.backends.cpu.points import release_loose_rows
 
@@ -274,7 +275,7 @@ def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties):
     counters = np.zeros(2, dtype=np.int64)
     for start in (25.0, 1.0):
         assert module.scaled_auction(indptr, indices, costs, *_NO_COLUMNS, v, col4row, row4col, start, last, 6.0,
-                                     100.0, 20 * n, 1000 * n, counters)
+                                     100.0, 1, 1000 * n, counters)
         assert np.array_equal(np.sort(col4row), np.arange(n)) and np.array_equal(row4col[col4row], np.arange(n))
         rounding = 1e-12 * (np.abs(v).max() + np.abs(costs).max())  # of c - v, at the prices' magnitude
         assert release_loose_rows(indptr, indices, costs, v.copy(), col4row.copy(), row4col.copy(),

@@ -520,13 +520,18 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     (:func:`reverse_auction`, the graph's columns ``col_indptr``/``col_rows``/``col_costs``);
     then ε is divided by ``factor`` until it reaches ``eps_end``. Leaves every row assigned
     within ``eps_end`` of its cheapest column, and unassigned columns at price 0, the highest.
-    Returns False where the rows in sight have no perfect matching: a row without edges, or free
-    rows with no augmenting path at all (costs ignored: :func:`free_rows_matchable`), asked after
-    ``check_after`` bids in a phase and at each doubling of them (a price war that would not end),
-    or more than ``bid_limit`` bids in a phase (a guard). ``counters``: [0] bids, [1] phases."""
+    Returns False where the rows in sight have no perfect matching: a row without edges, or a
+    free row with no augmenting path at all (costs ignored: :func:`has_augmenting_path`; the
+    next row to bid, asked after ``check_after`` bids in a phase and at each doubling of them,
+    until every row has been matched once: the price war of a Hall violator goes on among its
+    own free rows), or more than ``bid_limit`` bids in a phase (a guard). ``counters``: [0] bids, [1] phases."""
     n = indptr.shape[0] - 1
     size = n + 1
     queue = np.empty(size, dtype=np.int64)
+    matchable = True  # once every row has been matched the question is settled
+    for i in range(n):
+        if col4row[i] < 0:
+            matchable = False
     while True:
         release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps)
         waiting = 0
@@ -537,8 +542,8 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
         head, tail = 0, waiting
         bids, check = 0, check_after
         while waiting:
-            if bids >= check:
-                if not free_rows_matchable(indptr, indices, col4row, row4col, queue, head, waiting):
+            if bids >= check and not matchable:
+                if not has_augmenting_path(indptr, indices, col4row, row4col, queue[head]):
                     counters[0] += bids
                     return False
                 check *= 2
@@ -566,6 +571,7 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
                 waiting += 1
             row4col[j1] = i
             col4row[i] = j1
+        matchable = True
         if n < v.shape[0]:
             reversed_bids = reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row,
                                             row4col, eps, bid_limit)
@@ -580,13 +586,12 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
 
 
 @njit(cache=True)
-def free_rows_matchable(indptr, indices, col4row, row4col, queue, head, waiting):
-    """Whether every free row of the auction's circular ``queue`` (``waiting`` of them from
-    ``head``) can still be matched, costs ignored (:func:`match_rows` on copies of the matching)."""
-    rows = np.empty(waiting, dtype=np.int64)
-    for t in range(waiting):
-        rows[t] = queue[(head + t) % queue.shape[0]]
+def has_augmenting_path(indptr, indices, col4row, row4col, row):
+    """Whether a path alternating between the graph's edges and the matching leads from the free
+    ``row`` to a free column (costs ignored: :func:`match_rows` on copies). Where none does, the
+    graph has no matching of every row (it and a perfect one would make such a path)."""
     scanned, counters = np.empty(col4row.shape[0], dtype=np.int64), np.zeros(3, dtype=np.int64)
+    rows = np.full(1, row, dtype=np.int64)
     return match_rows(indptr, indices, col4row.copy(), row4col.copy(), rows, scanned, counters) < 0
 
 

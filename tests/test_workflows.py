@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
@@ -33,3 +34,42 @@ def test_the_papers_scaling_tables_on_cpu_workers(tmp_path):
         cwd=tmp_path)
     records = [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
     assert {r["ranks"] for r in records} >= {1, 2} and all(r["optimal"] for r in records)
+
+
+def _load_workflow(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, WORKFLOWS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("maximum", [255, 1023])
+def test_colour_transfer_between_two_images(tmp_path, maximum):
+    """Two small PPM images (8 and 16 bits a channel): the workflow's optimum is scipy's on the
+    matrix of the same (r, g, b, x, y) costs, and the smaller image is written with the colours of
+    the pixels it was given."""
+    from scipy.optimize import linear_sum_assignment
+    from scipy.spatial.distance import cdist
+
+    workflow = _load_workflow("colour_transfer")
+    rng = np.random.default_rng(maximum)
+    first, second = rng.integers(0, maximum + 1, (9, 12, 3)), rng.integers(0, maximum + 1, (14, 10, 3))
+    workflow.write_ppm(tmp_path / "b.ppm", first, maximum)  # the larger image first: the workflow swaps them
+    workflow.write_ppm(tmp_path / "a.ppm", second, maximum)
+    pixels, read_maximum = workflow.read_ppm(tmp_path / "a.ppm")
+    assert read_maximum == maximum and np.array_equal(pixels, second)
+    small, large = workflow.points(first, maximum), workflow.points(second, maximum)
+    assert small[13] == pytest.approx([*(first[1, 1] / maximum), 1 / 11, 1 / 8])  # pixel (row 1, column 1)
+    done = run("colour_transfer.py", tmp_path / "a.ppm", tmp_path / "b.ppm", "--out", tmp_path / "t.ppm",
+               "--device", "cpu", cwd=tmp_path)
+    record = json.loads(done.stdout.splitlines()[-1])
+    cost = cdist(small, large, "sqeuclidean")
+    rows, cols = linear_sum_assignment(cost)
+    assert record["optimal"] and record["pixels"] == [108, 140]
+    assert record["objective"] == pytest.approx(cost[rows, cols].sum(), rel=1e-12)
+    transferred, _ = workflow.read_ppm(tmp_path / "t.ppm")
+    assert transferred.shape == first.shape
+    given = {tuple(c) for c in second.reshape(-1, 3)}
+    assert all(tuple(c) in given for c in transferred.reshape(-1, 3))

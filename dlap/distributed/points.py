@@ -24,6 +24,7 @@ from ..options import DEVICES, check_choice
 from ..points.metrics import Metric
 from ..points.solve import PointsProblem
 from .cluster import connected, worker_addresses
+from .solve import WorkerLostError
 
 #: the block searches a worker keeps (a solve's, dropped at its end; a bound for solves whose
 #: client went away before)
@@ -56,17 +57,16 @@ def solve_points(a, b, metric: Metric = "euclidean", client=None, *, p: float | 
     Returns
     -------
     Assignment
-        As :func:`dlap.solve_points` (NumPy arrays); ``stats.phase_counts["workers"]`` says how many
-        shared the searches.
+        As :func:`dlap.solve_points`, the answers on the host; ``stats.phase_counts["workers"]``
+        says how many workers shared the searches.
     """
     started = time.perf_counter()
     check_choice("device", device, DEVICES)
-    a, b = _local(a, client), _local(b, client)
-    problem = PointsProblem(a, b, metric, p, "cpu", candidates)
-    stats = problem.stats()
-    solution = None
-    if problem.rows:
-        with connected(client, scheduler, n_workers) as client:
+    with connected(client, scheduler, n_workers) as client:
+        problem = PointsProblem(_local(a, client), _local(b, client), metric, p, "cpu", candidates)
+        stats = problem.stats()
+        solution = None
+        if problem.rows:
             search = ClusterSearch(client, problem, maximize, _workers(client, workers, n_workers), device)
             stats.phase_counts["workers"] = len(search.workers)
             try:
@@ -83,9 +83,7 @@ def solve_points(a, b, metric: Metric = "euclidean", client=None, *, p: float | 
 def _local(points, client):
     """Points as an array of this process: a dask array computed on the cluster."""
     if hasattr(points, "dask") and hasattr(points, "compute"):
-        from distributed import default_client
-
-        return (client or default_client()).compute(points).result()
+        return client.compute(points).result()
     return points
 
 
@@ -117,9 +115,19 @@ class ClusterSearch:
         # the points, once to each worker
         self.points = client.scatter([side.a, side.b], workers=workers, broadcast=True, hash=False)
 
+    def _live(self) -> list[str]:
+        """The solve's workers still in the cluster."""
+        present = set(worker_addresses(self.client))
+        live = [w for w in self.workers if w in present]
+        if not live:
+            raise WorkerLostError("dlap: every worker of the solve left the cluster")
+        return live
+
     def _blocks(self, length: int):
-        bounds = np.linspace(0, length, min(len(self.workers), length) + 1).astype(np.int64).tolist()
-        return list(zip(bounds[:-1], bounds[1:], self.workers, strict=False))
+        """Contiguous blocks of ``length`` rows (or columns), one per live worker."""
+        live = self._live()
+        bounds = np.linspace(0, length, min(len(live), length) + 1).astype(np.int64).tolist()
+        return list(zip(bounds[:-1], bounds[1:], live, strict=False))
 
     def _submit(self, function, name: str, side: int, lo: int, hi: int, worker: str, *args):
         return self.client.submit(function, self.solve_id, side, lo, hi, *self.points, self.metric, self.exponent,
@@ -143,11 +151,12 @@ class ClusterSearch:
     def price(self, u, v, rtol: float, atol: float, index, reduced, count) -> None:
         """Every pair's reduced cost, by blocks of rows (:meth:`dlap.points.search.PairSearch.price`)."""
         self.rounds += 1
-        duals = self.client.scatter(v, workers=self.workers, broadcast=True, hash=False)
+        blocks = self._blocks(self.shape[0])
+        duals = self.client.scatter(v, workers=[w for _, _, w in blocks], broadcast=True, hash=False)
         futures = [self._submit(_price_block, f"dlap-points-price-{self.rounds}", 0, lo, hi, w, u[lo:hi], duals,
                                 rtol, atol, index.shape[1])
-                   for lo, hi, w in self._blocks(self.shape[0])]
-        for (lo, hi, _), (i, r, c) in zip(self._blocks(self.shape[0]), self.client.gather(futures), strict=True):
+                   for lo, hi, w in blocks]
+        for (lo, hi, _), (i, r, c) in zip(blocks, self.client.gather(futures), strict=True):
             index[lo:hi], reduced[lo:hi], count[lo:hi] = i, r, c
 
     def pair_costs(self, rows, cols):
@@ -158,7 +167,8 @@ class ClusterSearch:
 
     def close(self) -> None:
         """Drop the workers' searches and points of this solve."""
-        self.client.run(forget, self.solve_id, workers=self.workers)
+        present = set(worker_addresses(self.client))
+        self.client.run(forget, self.solve_id, workers=[w for w in self.workers if w in present])
         self.client.cancel(self.points)
 
 

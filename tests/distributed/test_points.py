@@ -98,3 +98,22 @@ def test_on_gpu_workers(family, metric, n):
         result = dd.solve_points(a, b, metric, c, device="gpu")
     assert result.objective == dlap.solve_points(a, b, metric, device="cpu").objective
     assert result.verify().optimal
+
+
+def test_a_worker_that_leaves_has_its_blocks_redone():
+    """A worker retired between two pricing rounds: its blocks go to the others, same optimum."""
+    a, b = generate.points("uniform", 3000, 3000, seed=9)
+    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:
+        leaving = sorted(c.scheduler_info()["workers"])[-1]
+        stages = []
+
+        def progress(update):
+            stages.append(update.stage)
+            if update.stage == "pricing round 2" and leaving in c.scheduler_info()["workers"]:
+                c.retire_workers([leaving], close_workers=True)
+
+        result = dd.solve_points(a, b, client=c, progress=progress)
+        assert leaving not in c.scheduler_info()["workers"] and "pricing round 3" in stages
+    assert result.objective == dlap.solve_points(a, b, device="cpu").objective
+    assert result.verify().optimal

@@ -524,14 +524,12 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     free row with no augmenting path at all (costs ignored: :func:`has_augmenting_path`; the
     next row to bid, asked after ``check_after`` bids in a phase and at each doubling of them,
     until every row has been matched once: the price war of a Hall violator goes on among its
-    own free rows), or more than ``bid_limit`` bids in a phase (a guard). ``counters``: [0] bids, [1] phases."""
+    own free rows), or more than ``bid_limit`` bids in a phase (a guard).
+    ``counters``: [0] bids, [1] phases."""
     n = indptr.shape[0] - 1
     size = n + 1
     queue = np.empty(size, dtype=np.int64)
-    matchable = True  # once every row has been matched the question is settled
-    for i in range(n):
-        if col4row[i] < 0:
-            matchable = False
+    matchable = np.all(col4row >= 0)  # once every row has been matched the question is settled
     while True:
         release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps)
         waiting = 0

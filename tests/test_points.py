@@ -400,3 +400,18 @@ def test_points_of_many_coordinates_are_screened():
     assert not PairSearch(None, a[:, :20], b[:, :20], np.ones(300), np.ones(250), "cosine", 0.0, 1.0).screened
     assert not PairSearch(None, a, b, np.ones(300), np.ones(250), "cityblock", 0.0, 1.0).screened
     assert result.matrix_ref()._search(1.0).screened  # verify() asks the products, not a scan of every block
+
+
+def test_the_core_by_column_is_its_transpose():
+    """SparseCore.csc (a counting sort of the CSR): each column's rows ascending, with their costs."""
+    from dlap.points.core import SparseCore
+
+    rng = np.random.default_rng(4)
+    core = SparseCore(50, 70)
+    core.add(rng.integers(0, 50, 400), rng.integers(0, 70, 400), rng.random(400))
+    indptr, rows, costs = core.csc()
+    assert indptr[0] == 0 and indptr[-1] == core.size and np.all(np.diff(indptr) >= 0)
+    for j in range(70):
+        mine = slice(indptr[j], indptr[j + 1])
+        expected = np.flatnonzero(core.cols == j)  # keys ascend by row, then column
+        assert np.array_equal(rows[mine], core.rows[expected]) and np.array_equal(costs[mine], core.costs[expected])

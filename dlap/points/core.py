@@ -109,10 +109,9 @@ class SparseCore:
     def csc(self):
         """The edges by column (rows ascending in each): ``indptr``, row indices, costs."""
         if self._csc is None:
-            order = np.argsort(self.cols, kind="stable")
-            cols = self.cols[order]
-            indptr = np.searchsorted(cols, np.arange(self.n_cols + 1, dtype=np.int64))
-            self._csc = indptr, self.rows[order], self.costs[order]
+            from ..backends.cpu import points as core_kernels
+
+            self._csc = core_kernels.by_column(*self.csr(), self.n_cols)
         return self._csc
 
     @property

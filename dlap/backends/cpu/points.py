@@ -171,6 +171,25 @@ def pair_costs(a, b, na, nb, metric, p, sign, rows, cols, out):
 
 
 @njit(cache=True)
+def by_column(indptr, indices, costs, n_cols):
+    """The CSR graph's edges by column, rows ascending in each (a counting sort): ``indptr``,
+    row indices, costs."""
+    col_indptr = np.zeros(n_cols + 1, dtype=np.int64)
+    for e in range(indices.shape[0]):
+        col_indptr[indices[e] + 1] += 1
+    for j in range(n_cols):
+        col_indptr[j + 1] += col_indptr[j]
+    at = col_indptr[:-1].copy()
+    rows, col_costs = np.empty(indices.shape[0], dtype=np.int64), np.empty(indices.shape[0])
+    for i in range(indptr.shape[0] - 1):
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            rows[at[j]], col_costs[at[j]] = i, costs[e]
+            at[j] += 1
+    return col_indptr, rows, col_costs
+
+
+@njit(cache=True)
 def _sift_up(keys, items, t):
     while t > 0:
         parent = (t - 1) >> 1

@@ -7,9 +7,10 @@ each column's nearest rows, of columns): the candidates' nearest neighbours and 
 round. The core, O(n k) edges, is solved in the calling process between the rounds; the result's
 ``verify()`` checks every pair there (k-d trees or blocks, as :func:`dlap.solve_points`'s).
 
-On the dashboard the tasks are ``dlap-points-nearest-<solve id>-<block>`` and
-``dlap-points-price-<solve id>-<round>-<block>``. A worker that leaves has its block redone by another;
-a block's search (its k-d tree) is made once per worker and solve and dropped when the solve ends.
+On the dashboard the tasks are ``dlap-points-nearest-<solve id>-<side>-<first row>`` and
+``dlap-points-price-<round>-<solve id>-0-<first row>``, one per worker. A worker that leaves has its
+task redone by another and the next rounds' blocks split over the others; a block's search (its
+k-d tree) is made once per worker and solve and dropped when the solve ends.
 """
 
 from __future__ import annotations

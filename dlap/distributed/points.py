@@ -15,6 +15,7 @@ k-d tree) is made once per worker and solve and dropped when the solve ends.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections import OrderedDict
@@ -70,15 +71,45 @@ def solve_points(a, b, metric: Metric = "euclidean", client=None, *, p: float | 
         if problem.rows:
             search = ClusterSearch(client, problem, maximize, _workers(client, workers, n_workers), device)
             stats.phase_counts["workers"] = len(search.workers)
-            try:
-                from ..points.core import solve_core
-                from ..progress import ProgressBar
-
-                with ProgressBar(progress, "dlap distributed solve_points") as callback:
-                    solution = solve_core(search, stats, problem.candidates, callback)
-            finally:
-                search.close()
+            solution = _solve_registered(client, search, problem, stats, progress)
     return problem.answer(solution, maximize, stats, started)
+
+
+def _solve_registered(client, search, problem, stats, progress):
+    """The core solve, recorded by the scheduler's solve registry (the dashboard's ``dlap`` page:
+    its stage, pricing rounds and violators) on a lease this client renews: a client that stops
+    answering has its solve's tasks cancelled, the cluster goes on."""
+    from distributed import MultiLock
+
+    from ..points.core import solve_core
+    from ..progress import ProgressBar
+    from .scheduler import registry
+
+    solve_id = search.solve_id
+    topic = f"dlap-progress-{solve_id}"
+    registry.install(client)
+    lock = MultiLock(names=[f"dlap-points-{solve_id}"], client=client)  # never taken: no worker is held
+    lease = registry.begin(client, solve_id, lock, f"dlap-abort-{solve_id}", search.workers, "sparse core (points)",
+                           problem.costs.shape, keeps_going=True)
+    state = "done"
+    try:
+        with ProgressBar(progress, "dlap distributed solve_points") as callback:
+
+            def report(update) -> None:
+                counts = stats.phase_counts
+                client.log_event(topic, {**dataclasses.asdict(update), "rounds": counts.get("pricing_rounds", 0),
+                                         "violators": counts.get("violators", 0),
+                                         "phase_seconds": dict(stats.phase_seconds)})
+                if callback is not None:
+                    callback(update)
+
+            return solve_core(search, stats, problem.candidates, report)
+    except BaseException as e:
+        state = f"failed: {type(e).__name__}"
+        raise
+    finally:
+        search.close()
+        registry.end(client, solve_id, state, lease)
 
 
 def _local(points, client):

@@ -115,5 +115,22 @@ def test_a_worker_that_leaves_has_its_blocks_redone():
 
         result = dd.solve_points(a, b, client=c, progress=progress)
         assert leaving not in c.scheduler_info()["workers"] and "pricing round 3" in stages
+        assert registry_rows(c)[0]["state"] == "done"  # not "worker lost": the others took its share
     assert result.objective == dlap.solve_points(a, b, device="cpu").objective
     assert result.verify().optimal
+
+
+def registry_rows(client):
+    return client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins["dlap-solves"].rows())
+
+
+def test_the_dashboard_page_follows_the_rounds(client):
+    """The scheduler's solve registry (the dashboard's dlap page) has the solve, its pricing
+    rounds and violators, and the stage it was at, as the client's events said."""
+    a, b = generate.points("uniform", 2000, 2000, seed=4)
+    result = dd.solve_points(a, b, client=client, candidates=2)
+    row = registry_rows(client)[0]
+    counts = result.stats.phase_counts
+    assert row["method"] == "sparse core (points)" and row["state"] == "done" and row["shape"] == "2000 x 2000"
+    assert row["rounds"] == counts["pricing_rounds"] >= 2 and row["violators"] == counts["violators"] > 0
+    assert row["done"] == "100%" and row["stage"] == "done" and row["ranks"] == 3

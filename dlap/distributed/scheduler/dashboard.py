@@ -7,8 +7,9 @@ first solve installs it. One row per solve, running ones first, then the last en
 method and shape, its ranks and their workers, its state, the estimated share of its work done
 and the time left (:mod:`dlap.progress`), its stage, the phase rank 0 timed last, matched
 rows against n, iterations, dual updates, seconds, the collectives rank 0 made and the bytes it
-sent, and its longest phases. The numbers are rank 0's progress events (one per
-``engine.PROGRESS_INTERVAL``), which the registry keeps.
+sent, the pricing rounds and violators of a points solve (:func:`dlap.distributed.solve_points`),
+and its longest phases. The numbers are rank 0's progress events (one per
+``engine.PROGRESS_INTERVAL``; a points solve's client sends one per stage), which the registry keeps.
 
 A scheduler without the dashboard (no bokeh, or ``dashboard=False``) simply gets no page.
 """
@@ -25,7 +26,8 @@ COLUMNS = [
     ("done", "done (estimated)"), ("eta", "time left"), ("stage", "stage"), ("phase", "phase (last timed)"),
     ("matched", "matched rows"), ("total", "of n"), ("iterations", "iterations"),
     ("dual_updates", "dual updates"), ("seconds", "seconds"), ("collectives", "collectives (rank 0)"),
-    ("bytes_sent", "bytes sent (rank 0)"), ("phase_seconds", "longest phases (s)"), ("workers", "workers"),
+    ("bytes_sent", "bytes sent (rank 0)"), ("rounds", "pricing rounds"), ("violators", "violators"),
+    ("phase_seconds", "longest phases (s)"), ("workers", "workers"),
 ]
 
 

@@ -61,6 +61,7 @@ class RunningSolve:
     state: str = "running"
     seconds: float = 0.0
     renewed: float = field(default_factory=time.monotonic)  # the client's last word (scheduler's clock)
+    keeps_going: bool = False  # a lost worker's share goes to the others (dlap.distributed.solve_points)
 
 
 class SolveRegistry(SchedulerPlugin):
@@ -93,9 +94,9 @@ class SolveRegistry(SchedulerPlugin):
             self.leases.stop()
 
     def begin(self, solve_id: str, client: str, lock_id: str, abort_event: str, workers, method: str = "",
-              shape=(), *, lease: float) -> None:
+              shape=(), *, lease: float, keeps_going: bool = False) -> None:
         self.solves[solve_id] = RunningSolve(client, lock_id, abort_event, tuple(workers), float(lease), method,
-                                             tuple(shape))
+                                             tuple(shape), keeps_going=bool(keeps_going))
 
     def state(self, solve_id: str) -> str | None:
         """A solve's state: "running", or how it ended (None once it left the ended ones)."""
@@ -175,7 +176,7 @@ class SolveRegistry(SchedulerPlugin):
 
     def remove_worker(self, scheduler, worker: str, **kwargs) -> None:
         for solve in self.solves.values():
-            if worker in solve.workers:
+            if worker in solve.workers and not solve.keeps_going:
                 solve.lost.append(worker)
                 self._abort(solve)
 
@@ -231,13 +232,15 @@ def acquire(lock, lease: Lease) -> None:
         pass
 
 
-def begin(client, solve_id: str, lock, abort_event: str, workers, method: str, shape) -> Lease:
-    """Record the solve on the scheduler, on a lease its client renews until :func:`end`."""
+def begin(client, solve_id: str, lock, abort_event: str, workers, method: str, shape, keeps_going: bool = False) -> Lease:
+    """Record the solve on the scheduler, on a lease its client renews until :func:`end`
+    (``keeps_going``: the solve goes on without a worker that leaves)."""
     from .. import config
 
     seconds = config.seconds("solve-lease")  # dask.config dlap.solve-lease
     client.sync(client.scheduler.dlap_solve_begin, solve_id=solve_id, client=client.id, lock_id=lock.id,
-                abort_event=abort_event, workers=list(workers), method=method, shape=list(shape), lease=seconds)
+                abort_event=abort_event, workers=list(workers), method=method, shape=list(shape), lease=seconds,
+                keeps_going=keeps_going)
     return Lease(client, solve_id, seconds)
 
 
@@ -265,6 +268,7 @@ def _row(solve_id: str, solve: RunningSolve, seconds: float) -> dict:
         "total": progress.get("total", solve.shape[0] if solve.shape else 0),
         "iterations": progress.get("iterations", 0), "dual_updates": progress.get("dual_updates", 0),
         "seconds": round(seconds, 2), "collectives": progress.get("collectives", 0),
-        "bytes_sent": progress.get("bytes_sent", 0),
+        "bytes_sent": progress.get("bytes_sent", 0), "rounds": progress.get("rounds", ""),
+        "violators": progress.get("violators", ""),
         "phase_seconds": ", ".join(f"{k} {v:.2f}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])[:4]),
     }

@@ -12,7 +12,7 @@ Lee & Orlin's sparse core with pricing, as in column generation:
 3. **pricing**: every one of the n x m pairs' reduced cost ``c_ij - u_i - v_j`` against the core's
    duals; pairs below zero join the core, which is solved again warm: by the auction where many
    rows have new edges, else by letting the rows whose pairs the new edges undercut go and
-   searching for them again (square matrices);
+   searching for them again;
 4. stop when pricing finds none: the duals are then feasible for every pair and the assignment is
    optimal for the whole matrix. :func:`dlap.certificate.certify` proves it again, block by block
    (where the objective is near 0 beside larger duals, the duals nearest 0 are priced once more
@@ -54,7 +54,7 @@ AUCTION_CHECK_BIDS_PER_ROW = 20
 #: a phase with more bids per row than this gives up (a guard)
 AUCTION_BIDS_PER_ROW = 1000
 #: after pricing, the core is solved again by the auction where more than this share of the rows
-#: have new edges, else by letting the rows they undercut go (square matrices)
+#: have new edges, else by letting the rows they undercut go
 WARM_AUCTION_SHARE = 0.05
 #: a search of the first core that reaches no free column gives each row it reached edges to this
 #: many nearest free columns (one makes its root matchable; as many as the rows reached grew the
@@ -142,14 +142,18 @@ class CoreSolution:
             if self.col4row[r] < 0 and self.row4col[c] < 0:
                 self.col4row[r], self.row4col[c] = c, r
 
-    def repair(self, rows, cols, costs) -> int:
-        """Warm start after new edges (square matrices): the duals are lowered until the new edges
-        are feasible too, and the rows whose matched pair is no longer tight are let go (returned:
-        how many). Each violated pair lowers its column's dual where more violated pairs share
-        the column than the row (one row let go covers them all), else its row's."""
+    def repair(self, rows, cols, costs, square: bool = True) -> int:
+        """Warm start after new edges: the duals are lowered until the new edges are feasible too,
+        and the rows whose matched pair is no longer tight are let go (returned: how many). Each
+        violated pair lowers its column's dual where more violated pairs share the column than the
+        row (one row let go covers them all), else its row's; on a rectangular core always its
+        row's for an unmatched column, which stays at 0 (the implicit rows of
+        :func:`dlap.backends.cpu.points.augment_rows` hold it there)."""
         violated = costs - self.u[rows] - self.v[cols] < 0
         rows, cols, costs = rows[violated], cols[violated], costs[violated]
         by_column = np.bincount(cols, minlength=self.v.shape[0])[cols] > np.bincount(rows, minlength=self.u.shape[0])[rows]
+        if not square:
+            by_column &= self.row4col[cols] >= 0
         lowest = np.full(self.v.shape[0], np.inf)
         np.minimum.at(lowest, cols[by_column], costs[by_column] - self.u[rows[by_column]])
         columns = np.flatnonzero(lowest < self.v)
@@ -285,10 +289,10 @@ def _largest_magnitude(x) -> float:
 
 def _resume(search, core, solution, square, counts, rows, cols, costs) -> None:
     """Solve the core grown by the pairs ``rows``, ``cols`` (costs ``costs``), warm: by the auction
-    from the prices, from ε = the pairs' largest violation, where many rows have new pairs or the
-    matrix is rectangular, else (or where the auction gives up, keeping the solution it started
-    from) by letting go the rows the new pairs undercut."""
-    few = square and np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows
+    from the prices, from ε = the pairs' largest violation, where many rows have new pairs, else
+    (or where the auction gives up, keeping the solution it started from) by letting go the rows
+    the new pairs undercut."""
+    few = np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows
     if few or not _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs)):
         _restart(core, solution, square, counts, rows, cols, costs)
     _assign_all(search, core, solution, square, counts)
@@ -300,12 +304,8 @@ def _largest_violation(solution, rows, cols, costs) -> float:
 
 
 def _restart(core, solution, square, counts, rows, cols, costs) -> None:
-    """The square solution repaired for the new pairs (the rows they undercut let go), a
-    rectangular one started again."""
-    if square:
-        counts["rows_let_go"] = counts.get("rows_let_go", 0) + solution.repair(rows, cols, costs)
-    else:
-        solution.start(core)
+    """The solution repaired for the new pairs (the rows they undercut let go)."""
+    counts["rows_let_go"] = counts.get("rows_let_go", 0) + solution.repair(rows, cols, costs, square)
 
 
 def _assign_all(search, core, solution, square, counts) -> None:

@@ -19,6 +19,7 @@ import dataclasses
 import time
 import uuid
 from collections import OrderedDict
+from concurrent.futures import CancelledError
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from ..options import DEVICES, check_choice
 from ..points.metrics import Metric
 from ..points.solve import PointsProblem
 from .cluster import connected, worker_addresses
-from .solve import WorkerLostError
+from .solve import WorkerLostError, ended_by_the_scheduler
 
 #: the block searches a worker keeps (a solve's, dropped at its end; a bound for solves whose
 #: client went away before)
@@ -148,7 +149,11 @@ class ClusterSearch:
         self.points = client.scatter([side.a, side.b], workers=workers, broadcast=True, hash=False)
 
     def _live(self) -> list[str]:
-        """The solve's workers still in the cluster."""
+        """The solve's workers still in the cluster; :class:`SolveExpired` where the scheduler
+        ended the solve meanwhile (its client stopped renewing its lease)."""
+        expired = ended_by_the_scheduler(self.client, self.solve_id)
+        if expired is not None:
+            raise expired
         present = set(worker_addresses(self.client))
         live = [w for w in self.workers if w in present]
         if not live:
@@ -160,6 +165,17 @@ class ClusterSearch:
         live = self._live()
         bounds = np.linspace(0, length, min(len(live), length) + 1).astype(np.int64).tolist()
         return list(zip(bounds[:-1], bounds[1:], live, strict=False))
+
+    def _gather(self, futures):
+        """The futures' results; :class:`SolveExpired` where the scheduler cancelled them because
+        it ended the solve (its client stopped renewing its lease)."""
+        try:
+            return self.client.gather(futures)
+        except CancelledError:
+            expired = ended_by_the_scheduler(self.client, self.solve_id)
+            if expired is None:
+                raise
+            raise expired from None
 
     def _submit(self, function, name: str, side: int, lo: int, hi: int, worker: str, *args):
         return self.client.submit(function, self.solve_id, side, lo, hi, *self.points, self.metric, self.exponent,
@@ -177,7 +193,7 @@ class ClusterSearch:
     def _nearest(self, side: int, length: int, k: int):
         futures = [self._submit(_nearest_block, "dlap-points-nearest", side, lo, hi, w, k)
                    for lo, hi, w in self._blocks(length)]
-        found = self.client.gather(futures)
+        found = self._gather(futures)
         return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
 
     def price(self, u, v, rtol: float, atol: float, index, reduced, count) -> None:
@@ -188,7 +204,7 @@ class ClusterSearch:
         futures = [self._submit(_price_block, f"dlap-points-price-{self.rounds}", 0, lo, hi, w, u[lo:hi], duals,
                                 rtol, atol, index.shape[1])
                    for lo, hi, w in blocks]
-        for (lo, hi, _), (i, r, c) in zip(blocks, self.client.gather(futures), strict=True):
+        for (lo, hi, _), (i, r, c) in zip(blocks, self._gather(futures), strict=True):
             index[lo:hi], reduced[lo:hi], count[lo:hi] = i, r, c
 
     def pair_costs(self, rows, cols):

@@ -227,7 +227,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         results = client.gather(futures)
         gathered = time.time()
         if any(isinstance(r, RankAborted) for r in results):  # the scheduler stopped it while no rank failed
-            raise _ended_by_the_scheduler(client, solve_id) or CommAborted(f"dlap: solve {solve_id} was aborted")
+            raise ended_by_the_scheduler(client, solve_id) or CommAborted(f"dlap: solve {solve_id} was aborted")
     except BaseException as e:
         state = f"failed: {type(e).__name__}"
         if not isinstance(e, Exception):  # KeyboardInterrupt: the caller stops the solve, ranks included
@@ -405,7 +405,7 @@ def _wait(client, futures, workers, abort, owners=None, solve_id: str = "") -> N
         if cancelled:
             # the scheduler also cancels the task of a rank whose worker it has removed (seen in
             # CI under load): then the dead worker is the cause
-            failure = _worker_lost(client, workers) or _ended_by_the_scheduler(client, solve_id) or RuntimeError(
+            failure = _worker_lost(client, workers) or ended_by_the_scheduler(client, solve_id) or RuntimeError(
                 f"dlap: task {cancelled[0].key} was cancelled during the solve")
             break
         if time.perf_counter() >= next_check:
@@ -419,7 +419,7 @@ class SolveExpired(RuntimeError):
     """The scheduler ended a solve whose client stopped renewing its lease."""
 
 
-def _ended_by_the_scheduler(client, solve_id: str) -> SolveExpired | None:
+def ended_by_the_scheduler(client, solve_id: str) -> SolveExpired | None:
     """Why the scheduler's registry ended this solve, where it did (its lease ran out)."""
     state = registry.state(client, solve_id) if solve_id else None
     if state is None or not state.startswith("lease expired"):

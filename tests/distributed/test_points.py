@@ -134,3 +134,54 @@ def test_the_dashboard_page_follows_the_rounds(client):
     assert row["method"] == "sparse core (points)" and row["state"] == "done" and row["shape"] == "2000 x 2000"
     assert row["rounds"] == counts["pricing_rounds"] >= 2 and row["violators"] == counts["violators"] > 0
     assert row["done"] == "100%" and row["stage"] == "done" and row["ranks"] == 3
+
+
+#: a client solving points in a process of its own (the test stops it)
+POINTS_CLIENT = """
+import sys, distributed
+import dlap.distributed as dd
+from dlap import generate
+a, b = generate.points("uniform", int(sys.argv[2]), int(sys.argv[2]), seed=3)
+with distributed.Client(sys.argv[1]) as client:
+    dd.solve_points(a, b, client=client)
+"""
+
+
+def test_a_paused_client_has_its_solve_ended_and_the_cluster_goes_on():
+    """Client A stopped (SIGSTOP) mid-solve: its lease (2 s here) lapses, the registry ends its
+    solve, client B solves meanwhile, and A, resumed, is told its solve was ended."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:
+        env = {**os.environ, "DASK_DLAP__SOLVE_LEASE": "2"}
+        child = subprocess.Popen([sys.executable, "-c", POINTS_CLIENT, cluster.scheduler_address, "40000"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        try:
+            state = lambda: [r["state"] for r in registry_rows_or_none(c)]  # noqa: E731
+            deadline = time.monotonic() + 120  # hang guards, not timings
+            while "running" not in state() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            child.send_signal(signal.SIGSTOP)
+            while not any(s.startswith("lease expired") for s in state()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            a, b = generate.points("uniform", 300, 300, seed=1)
+            assert dd.solve_points(a, b, client=c).objective == dlap.solve_points(a, b, device="cpu").objective
+            assert child.poll() is None  # B solved while A was stopped
+            child.send_signal(signal.SIGCONT)
+            _, err = child.communicate(timeout=120)
+        finally:
+            child.send_signal(signal.SIGCONT)
+            child.kill()
+            child.wait()
+    assert child.returncode != 0 and b"was ended by the scheduler (lease expired" in err, err.decode()[-2000:]
+
+
+def registry_rows_or_none(client):
+    return client.run_on_scheduler(
+        lambda dask_scheduler: dask_scheduler.plugins["dlap-solves"].rows() if "dlap-solves" in dask_scheduler.plugins
+        else [])

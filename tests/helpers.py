@@ -1,5 +1,6 @@
 """Checks shared by the tests: scipy as the reference, and what every result must satisfy."""
 
+import contextlib
 import fractions
 import itertools
 import math
@@ -142,6 +143,46 @@ def assert_nan_slab_refused(solve, cost):
 def received_bytes(client) -> int:
     """Bytes a Dask cluster's workers have fetched from one another so far (their transfer logs)."""
     return sum(client.run(lambda dask_worker: sum(t["total"] for t in dask_worker.transfer_incoming_log)).values())
+
+
+def registry_rows(client):
+    """The rows of the scheduler's solve registry, what the dashboard's dlap page shows (none
+    before the first solve installs it)."""
+    def rows(dask_scheduler):
+        registry = dask_scheduler.plugins.get("dlap-solves")
+        return registry.rows() if registry else []
+
+    return client.run_on_scheduler(rows)
+
+
+@contextlib.contextmanager
+def client_process(script: str, *args, lease: str = "2"):
+    """A Dask client running ``script`` (``python -c``, with ``args``) in a process of its own on a
+    solve lease of ``lease`` seconds (dask.config dlap.solve-lease): the tests stop it with
+    SIGSTOP. Yields the process; continued and killed on exit."""
+    import os
+    import signal
+    import subprocess
+
+    env = {**os.environ, "DASK_DLAP__SOLVE_LEASE": lease}
+    child = subprocess.Popen([sys.executable, "-c", script, *map(str, args)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+    try:
+        yield child
+    finally:
+        child.send_signal(signal.SIGCONT)
+        child.kill()
+        child.wait()
+
+
+def assert_told_its_solve_ended(child) -> None:
+    """Continue the stopped client process ``child``: it fails, told that the scheduler ended its
+    solve because its lease ran out."""
+    import signal
+
+    child.send_signal(signal.SIGCONT)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode != 0 and b"was ended by the scheduler (lease expired" in err, err.decode()[-2000:]
 
 
 def solve_in_background(solve):

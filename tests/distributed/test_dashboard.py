@@ -22,6 +22,8 @@ import dlap.distributed as dd  # noqa: E402
 from dlap.distributed.scheduler import dashboard  # noqa: E402
 from dlap.generate import geometric_dask, uniform_dask  # noqa: E402
 
+from ..helpers import registry_rows  # noqa: E402
+
 N = 8000  # the tree variant on two CPU workers: about 3 s of solve on a 2-core machine
 SCALING_N = 1200  # ε-scaling split over two CPU workers: about 4 s
 
@@ -54,15 +56,6 @@ def solve_in_background(client, method="tree"):
     thread = threading.Thread(target=dd.solve, args=(cost, client), kwargs={"method": method})
     thread.start()
     return thread
-
-
-def registry_rows(client):
-    """The registry's rows (none before the first solve installs it)."""
-    def rows(dask_scheduler):
-        registry = dask_scheduler.plugins.get("dlap-solves")
-        return registry.rows() if registry else []
-
-    return client.run_on_scheduler(rows)
 
 
 def running(client):

@@ -30,7 +30,7 @@ from dlap.device import gpus_visible  # noqa: E402
 from dlap.distributed.cluster import worker_addresses  # noqa: E402
 from dlap.generate import uniform_block  # noqa: E402
 
-from ..helpers import solve_in_background  # noqa: E402
+from ..helpers import assert_told_its_solve_ended, client_process, solve_in_background  # noqa: E402
 
 #: the size of a solve of several seconds by the tree variant: over TCP sockets on a 2-worker CPU
 #: cluster (n = 6000: about 1.5 s of solve and 1 s of placement on 2 cores), over NCCL on two GPUs
@@ -294,10 +294,7 @@ def test_a_paused_client_does_not_stall_the_cluster(cluster, client, long_n):
     removes it. A solve holds the cluster on a lease its client renews (here 2 s, dask.config
     dlap.solve-lease); the registry ends A's solve when it lapses, B's solve runs while A is
     still stopped, and A, resumed, is told its solve was ended."""
-    env = {**os.environ, "DASK_DLAP__SOLVE_LEASE": "2"}
-    child = subprocess.Popen([sys.executable, "-c", GENERATING_CLIENT, cluster.scheduler_address, str(long_n)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    try:
+    with client_process(GENERATING_CLIENT, cluster.scheduler_address, long_n) as child:
         wait_for_ranks(client)
         child.send_signal(signal.SIGSTOP)
         small = uniform_block((0, 300), (0, 300), 300, 3000, 2)
@@ -307,10 +304,4 @@ def test_a_paused_client_does_not_stall_the_cluster(cluster, client, long_n):
         assert not thread.is_alive() and child.poll() is None, "B waited for the stopped client"
         assert outcome["result"].objective == dlap.solve(small).objective
         assert not ranks_executing(client)
-        child.send_signal(signal.SIGCONT)
-        _, err = child.communicate(timeout=120)
-    finally:
-        child.send_signal(signal.SIGCONT)
-        child.kill()
-        child.wait()
-    assert child.returncode != 0 and b"was ended by the scheduler (lease expired" in err, err.decode()[-2000:]
+        assert_told_its_solve_ended(child)

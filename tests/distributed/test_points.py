@@ -1,6 +1,9 @@
 """``dlap.distributed.solve_points`` on real LocalClusters: the searches over every pair on the workers,
 the optimum :func:`dlap.solve_points` and scipy find, scipy's errors, the workers' state dropped."""
 
+import signal
+import time
+
 import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
@@ -15,6 +18,8 @@ import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
 from dlap import generate  # noqa: E402
 from dlap.distributed import points as cluster_points  # noqa: E402
+
+from ..helpers import assert_told_its_solve_ended, client_process, registry_rows  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +125,6 @@ def test_a_worker_that_leaves_has_its_blocks_redone():
     assert result.verify().optimal
 
 
-def registry_rows(client):
-    return client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.plugins["dlap-solves"].rows())
-
 
 def test_the_dashboard_page_follows_the_rounds(client):
     """The scheduler's solve registry (the dashboard's dlap page) has the solve, its pricing
@@ -150,38 +152,19 @@ with distributed.Client(sys.argv[1]) as client:
 def test_a_paused_client_has_its_solve_ended_and_the_cluster_goes_on():
     """Client A stopped (SIGSTOP) mid-solve: its lease (2 s here) lapses, the registry ends its
     solve, client B solves meanwhile, and A, resumed, is told its solve was ended."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as c:
-        env = {**os.environ, "DASK_DLAP__SOLVE_LEASE": "2"}
-        child = subprocess.Popen([sys.executable, "-c", POINTS_CLIENT, cluster.scheduler_address, "40000"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        try:
-            state = lambda: [r["state"] for r in registry_rows_or_none(c)]  # noqa: E731
-            deadline = time.monotonic() + 120  # hang guards, not timings
-            while "running" not in state() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            child.send_signal(signal.SIGSTOP)
-            while not any(s.startswith("lease expired") for s in state()) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            a, b = generate.points("uniform", 300, 300, seed=1)
-            assert dd.solve_points(a, b, client=c).objective == dlap.solve_points(a, b, device="cpu").objective
-            assert child.poll() is None  # B solved while A was stopped
-            child.send_signal(signal.SIGCONT)
-            _, err = child.communicate(timeout=120)
-        finally:
-            child.send_signal(signal.SIGCONT)
-            child.kill()
-            child.wait()
-    assert child.returncode != 0 and b"was ended by the scheduler (lease expired" in err, err.decode()[-2000:]
+            distributed.Client(cluster) as c, client_process(POINTS_CLIENT, cluster.scheduler_address, 40000) as child:
+        deadline = time.monotonic() + 120  # hang guards, not timings
+        while "running" not in solve_states(c) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child.send_signal(signal.SIGSTOP)
+        while not any(s.startswith("lease expired") for s in solve_states(c)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        a, b = generate.points("uniform", 300, 300, seed=1)
+        assert dd.solve_points(a, b, client=c).objective == dlap.solve_points(a, b, device="cpu").objective
+        assert child.poll() is None  # B solved while A was stopped
+        assert_told_its_solve_ended(child)
 
 
-def registry_rows_or_none(client):
-    return client.run_on_scheduler(
-        lambda dask_scheduler: dask_scheduler.plugins["dlap-solves"].rows() if "dlap-solves" in dask_scheduler.plugins
-        else [])
+def solve_states(client) -> list[str]:
+    return [row["state"] for row in registry_rows(client)]

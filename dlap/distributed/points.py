@@ -154,11 +154,14 @@ class ClusterSearch:
         expired = ended_by_the_scheduler(self.client, self.solve_id)
         if expired is not None:
             raise expired
-        present = set(worker_addresses(self.client))
-        live = [w for w in self.workers if w in present]
+        live = self._present()
         if not live:
             raise WorkerLostError("dlap: every worker of the solve left the cluster")
         return live
+
+    def _present(self) -> list[str]:
+        present = set(worker_addresses(self.client))
+        return [w for w in self.workers if w in present]
 
     def _blocks(self, length: int):
         """Contiguous blocks of ``length`` rows (or columns), one per live worker."""
@@ -215,8 +218,7 @@ class ClusterSearch:
 
     def close(self) -> None:
         """Drop the workers' searches and points of this solve."""
-        present = set(worker_addresses(self.client))
-        self.client.run(forget, self.solve_id, workers=[w for w in self.workers if w in present])
+        self.client.run(forget, self.solve_id, workers=self._present())
         self.client.cancel(self.points)
 
 

@@ -180,7 +180,7 @@ def by_column(indptr, indices, costs, n_cols):
     for j in range(n_cols):
         col_indptr[j + 1] += col_indptr[j]
     at = col_indptr[:-1].copy()
-    rows, col_costs = np.empty(indices.shape[0], dtype=np.int64), np.empty(indices.shape[0])
+    rows, col_costs = np.empty_like(indices), np.empty(indices.shape[0])
     for i in range(indptr.shape[0] - 1):
         for e in range(indptr[i], indptr[i + 1]):
             j = indices[e]
@@ -527,6 +527,21 @@ def release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps):
     return free
 
 
+@njit(cache=True, inline="always")
+def two_cheapest(indptr, indices, costs, prices, i):
+    """Row ``i``'s cheapest ``costs - prices[indices]`` (its edge ``e1``; -1 where it has none)
+    and the second cheapest (+inf where it has one edge). Without branches on the values: a bid's
+    scan, the auction's inner loop (a third faster than with them)."""
+    w1, w2, e1 = np.inf, np.inf, -1
+    for e in range(indptr[i], indptr[i + 1]):
+        h = costs[e] - prices[indices[e]]
+        lower = h < w1
+        w2 = min(w2, max(w1, h))
+        w1 = h if lower else w1
+        e1 = e if lower else e1
+    return w1, w2, e1
+
+
 @njit(cache=True)
 def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, eps_end,
                    factor, lone_gap, check_after, bid_limit, counters):
@@ -567,18 +582,12 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
             i = queue[head]
             head = head + 1 if head + 1 < size else 0
             waiting -= 1
-            w1, w2, j1 = np.inf, np.inf, -1
-            for e in range(indptr[i], indptr[i + 1]):
-                h = costs[e] - v[indices[e]]
-                if h < w2:
-                    if h < w1:
-                        w2, w1, j1 = w1, h, indices[e]
-                    else:
-                        w2 = h
-            if j1 < 0 or bids >= bid_limit:
+            w1, w2, e1 = two_cheapest(indptr, indices, costs, v, i)
+            if e1 < 0 or bids >= bid_limit:
                 counters[0] += bids
                 return False
             bids += 1
+            j1 = indices[e1]
             v[j1] -= (w2 - w1 if w2 < np.inf else lone_gap) + eps
             holder = row4col[j1]
             if holder >= 0:
@@ -647,14 +656,7 @@ def reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, 
         j = queue[head]
         head = head + 1 if head + 1 < size else 0
         waiting -= 1
-        w1, w2, i1, c1 = np.inf, np.inf, -1, 0.0
-        for e in range(col_indptr[j], col_indptr[j + 1]):
-            h = col_costs[e] - u[col_rows[e]]
-            if h < w2:
-                if h < w1:
-                    w2, w1, i1, c1 = w1, h, col_rows[e], col_costs[e]
-                else:
-                    w2 = h
+        w1, w2, e1 = two_cheapest(col_indptr, col_rows, col_costs, u, j)
         if level <= w1 + eps:
             v[j] = level
             continue
@@ -662,6 +664,7 @@ def reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, 
             return -1
         bids += 1
         v[j] = min(level, w2 + eps)
+        i1, c1 = col_rows[e1], col_costs[e1]
         left = col4row[i1]
         row4col[left] = -1
         col4row[i1], row4col[j] = j, i1

@@ -110,6 +110,44 @@ def test_a_warm_auction_that_gives_up_leaves_no_violator_behind(n, m, monkeypatc
     assert result.stats.phase_counts["pricing_rounds"] >= 2
 
 
+@pytest.mark.parametrize("n, m", [(400, 400), (300, 380)])
+def test_a_repair_that_costs_more_than_an_auction_gives_way_to_it(n, m, monkeypatch):
+    """A repair whose searches pass their budget is undone and the round solved by the auction
+    instead, to the same optimum; with no budget at all every repair gives way."""
+    import dlap.points.core
+
+    monkeypatch.setattr(dlap.points.core, "SEARCH_COLUMN_BIDS", 10**12)
+    rng = np.random.default_rng(n + m)
+    a, b = rng.random((n, 2)), rng.random((m, 2))
+    result = _check(a, b, candidates=2)
+    counts = result.stats.phase_counts
+    assert counts["repairs_abandoned"] >= 1 and "rows_let_go" in counts
+
+
+def test_the_searches_stop_at_their_budget():
+    """augment_rows with a budget of columns reached: the first search runs, the next would pass
+    it, so the rest stay free; the duals stay feasible and the matched pairs tight. Without a
+    budget every row is matched."""
+    from dlap.backends.cpu import points as module
+
+    n = 300
+    indptr, indices, costs = _random_core(n, 4, seed=1, ties=False)
+    for budget, expected in ((0, module.OVER_BUDGET), (np.iinfo(np.int64).max, -1)):
+        u, v = np.empty(n), np.zeros(n)
+        col4row, row4col = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        module.row_duals(indptr, indices, costs, v, u)
+        counters = np.zeros(3, dtype=np.int64)
+        assert module.augment_rows(indptr, indices, costs, u, v, col4row, row4col, np.arange(n),
+                                   np.empty(n, dtype=np.int64), counters, budget) == expected
+        matched = np.flatnonzero(col4row >= 0)
+        assert matched.size == (1 if budget == 0 else n) and counters[0] == matched.size
+        rows = np.repeat(np.arange(n), np.diff(indptr))
+        reduced = costs - u[rows] - v[indices]
+        assert (reduced >= -1e-9).all()
+        own = indices == col4row[rows]
+        assert np.abs(reduced[own]).max() <= 1e-9
+
+
 def test_pricing_finds_a_pair_no_candidate_list_holds():
     """Row 0's optimal partner is the farthest point from it: the only way to cover the far
     point b[-1] is row 0, since every other row's point sits on top of its own partner."""

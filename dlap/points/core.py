@@ -56,6 +56,11 @@ AUCTION_BIDS_PER_ROW = 1000
 #: after pricing, the core is solved again by the auction where more than this share of the rows
 #: have new edges, else by letting the rows they undercut go
 WARM_AUCTION_SHARE = 0.05
+#: a repair after pricing gives way to the auction once its searches have cost what the latest
+#: auction did, a column they reach counted as this many bids (uniform points, n = 100000, one
+#: host core: 2.1 us a column reached, 0.26 us a bid; squared distances' repairs reach about 5200
+#: columns a search, Euclidean ones 230)
+SEARCH_COLUMN_BIDS = 8
 #: a search of the first core that reaches no free column gives each row it reached edges to this
 #: many nearest free columns (one makes its root matchable; as many as the rows reached grew the
 #: core by their square each time: docs/benchmarks.md, "Point sets")
@@ -147,6 +152,16 @@ class CoreSolution:
             if self.col4row[r] < 0 and self.row4col[c] < 0:
                 self.col4row[r], self.row4col[c] = c, r
 
+    def copy(self) -> CoreSolution:
+        other = CoreSolution(0, 0)
+        other.u, other.v, other.col4row, other.row4col = (x.copy() for x in (self.u, self.v, self.col4row,
+                                                                            self.row4col))
+        return other
+
+    def take(self, other: CoreSolution) -> None:
+        """Become ``other`` (a :meth:`copy`)."""
+        self.u, self.v, self.col4row, self.row4col = other.u, other.v, other.col4row, other.row4col
+
     def repair(self, rows, cols, costs, square: bool = True) -> int:
         """Warm start after new edges: the duals are lowered until the new edges are feasible too,
         and the rows whose matched pair is no longer tight are let go (returned: how many). Each
@@ -206,6 +221,7 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
             solution.start(core)
             _auction(core, solution, square, counts)
         _assign_all(search, core, solution, square, counts)
+    auction_bids = counts.get("auction_bids", 0)
     violators_index, violators_reduced = np.empty((n, k), dtype=np.int64), np.empty((n, k))
     violators_count = np.empty(n, dtype=np.int64)
     polished = False
@@ -233,7 +249,7 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
             counts["largest_duals"] = counts.get("largest_duals", 0) + 1
             continue
         with _timed("core_solve"):
-            _resume(search, core, solution, square, counts, rows, cols, costs)
+            auction_bids = _resume(search, core, solution, square, counts, rows, cols, costs, auction_bids)
         polished = False
     else:
         raise RuntimeError(f"dlap internal error: the sparse core did not settle in {MAX_ROUNDS} pricing rounds")
@@ -292,15 +308,25 @@ def _largest_magnitude(x) -> float:
     return float(np.abs(x).max()) if x.size else 0.0
 
 
-def _resume(search, core, solution, square, counts, rows, cols, costs) -> None:
-    """Solve the core grown by the pairs ``rows``, ``cols`` (costs ``costs``), warm: by the auction
-    from the prices, from ε = the pairs' largest violation, where many rows have new pairs, else
-    (or where the auction gives up, keeping the solution it started from) by letting go the rows
-    the new pairs undercut."""
-    few = np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows
-    if few or not _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs)):
+def _resume(search, core, solution, square, counts, rows, cols, costs, auction_bids: int) -> int:
+    """Solve the core grown by the pairs ``rows``, ``cols`` (costs ``costs``), warm: where few rows
+    have new pairs, by letting go the rows the new pairs undercut and searching for them again,
+    unless the searches cost more than an auction (``auction_bids``, the latest one's bids:
+    :data:`SEARCH_COLUMN_BIDS`); else, or then, by the auction from the prices, from ε = the
+    pairs' largest violation (where it gives up, keeping the solution it started from, by
+    letting the rows go). Returns the latest auction's bids."""
+    if np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows:
+        saved = solution.copy()
+        _restart(core, solution, square, counts, rows, cols, costs)
+        if _assign_all(search, core, solution, square, counts, auction_bids // SEARCH_COLUMN_BIDS):
+            return auction_bids
+        solution.take(saved)
+        counts["repairs_abandoned"] = counts.get("repairs_abandoned", 0) + 1
+    before = counts.get("auction_bids", 0)
+    if not _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs)):
         _restart(core, solution, square, counts, rows, cols, costs)
     _assign_all(search, core, solution, square, counts)
+    return counts.get("auction_bids", 0) - before or auction_bids
 
 
 def _largest_violation(solution, rows, cols, costs) -> float:
@@ -313,14 +339,17 @@ def _restart(core, solution, square, counts, rows, cols, costs) -> None:
     counts["rows_let_go"] = counts.get("rows_let_go", 0) + solution.repair(rows, cols, costs, square)
 
 
-def _assign_all(search, core, solution, square, counts) -> None:
+def _assign_all(search, core, solution, square, counts, budget: int | None = None) -> bool:
     """Augment every free row; where a search finds no free column, join the rows it reached to
     their nearest free columns and go on. The core is solved on the host, whichever device
-    computes the costs."""
+    computes the costs. Returns False where the searches passed ``budget`` columns reached (the
+    rows not searched yet are left free)."""
     from ..backends.cpu import points as core_kernels
 
     counters = np.zeros(3, dtype=np.int64)
     scanned = np.empty(core.n_rows, dtype=np.int64)
+    budget = np.iinfo(np.int64).max if budget is None else budget
+    stuck = -1
     while True:
         free = np.flatnonzero(solution.col4row < 0)
         if not free.size:
@@ -330,7 +359,7 @@ def _assign_all(search, core, solution, square, counts) -> None:
                                          solution.row4col, free, ARR_STEPS_PER_ROW * free.shape[0])
         free = np.flatnonzero(solution.col4row < 0)
         stuck = core_kernels.augment_rows(indptr, indices, costs, solution.u, solution.v, solution.col4row,
-                                     solution.row4col, free, scanned, counters)
+                                     solution.row4col, free, scanned, counters, budget)
         if stuck < 0:
             break
         rows, cols, new_costs = _to_free_columns(search, core, scanned[: counters[2]], solution.row4col)
@@ -339,6 +368,7 @@ def _assign_all(search, core, solution, square, counts) -> None:
         _restart(core, solution, square, counts, rows, cols, new_costs)
     counts["searches"] = counts.get("searches", 0) + int(counters[0])
     counts["columns_reached"] = counts.get("columns_reached", 0) + int(counters[1])
+    return stuck != core_kernels.OVER_BUDGET
 
 
 def _make_matchable(search, core, counts) -> None:

@@ -267,7 +267,7 @@ def match_rows(indptr, indices, col4row, row4col, rows, scanned, counters):
 
 
 @njit(cache=True)
-def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters):
+def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters, budget):
     """Shortest augmenting paths on a sparse graph (CSR rows ``indptr``/``indices``/``costs``,
     absent pairs forbidden), one per row of ``rows`` in order, from feasible duals ``u``, ``v``
     and a matching of tight pairs (Dijkstra on a heap, as in Crouse's rectangular algorithm,
@@ -282,7 +282,8 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
     by the highest, so unmatched columns are at 0, the rectangular dual.
 
     Returns -1, or the position in ``rows`` of a row no path leaves from; ``scanned[:counters[2]]``
-    then lists the rows its search reached (the engine adds edges from them and asks again).
+    then lists the rows its search reached (the engine adds edges from them and asks again); or
+    :data:`OVER_BUDGET` where a search would start with more than ``budget`` columns reached.
     ``counters``: [0] searches, [1] columns reached, [2] rows in the failed search."""
     n, m = u.shape[0], v.shape[0]
     top, at_top = implicit_rows(v, row4col)
@@ -294,10 +295,14 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
     keys = np.empty(16, dtype=np.float64)
     items = np.empty(16, dtype=np.int64)
     tree_rows = np.empty(n, dtype=np.int64)
+    stopped = -1
     for position in range(rows.shape[0]):
         start = rows[position]
         if col4row[start] >= 0:
             continue
+        if counters[1] > budget:
+            stopped = OVER_BUDGET
+            break
         counters[0] += 1
         n_touched, n_tree, size = 0, 0, 0
         i, base, sink, through = start, 0.0, -1, -1
@@ -378,11 +383,13 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
     if spare > 0:  # the rectangular dual: unmatched columns at 0, the others at most 0
         u += top
         v[:] = np.minimum(v - top, 0.0)
-    return -1
+    return stopped
 
 
 #: ``pred`` of a column reached from the implicit rows
 IMPLICIT_ROW = -2
+#: :func:`augment_rows` stopped at its budget of columns reached
+OVER_BUDGET = -2
 
 
 @njit(cache=True)

@@ -85,17 +85,16 @@ class SparseCore:
     def add(self, rows, cols, costs) -> int:
         """Add the edges not in the core yet (those with a row or column -1: none); returns how
         many were new."""
+        from ..backends.cpu import points as core_kernels
+
         keep = (rows >= 0) & (cols >= 0)
-        keys, first = np.unique(rows[keep] * self.n_cols + cols[keep], return_index=True)
-        costs = costs[keep][first]
-        at = np.searchsorted(self.keys, keys)
-        new = at == self.keys.shape[0]
-        new[~new] = self.keys[at[~new]] != keys[~new]
-        if new.any():
-            self.keys = np.insert(self.keys, at[new], keys[new])
-            self.costs = np.insert(self.costs, at[new], costs[new])
+        keys, costs, added = core_kernels.merge_edges(self.keys, self.costs, rows[keep], cols[keep],
+                                                      np.asarray(costs, dtype=np.float64)[keep], self.n_rows,
+                                                      self.n_cols)
+        if added:
+            self.keys, self.costs = keys, costs
             self._csr = self._csc = None
-        return int(new.sum())
+        return added
 
     @property
     def rows(self):

@@ -171,6 +171,54 @@ def pair_costs(a, b, na, nb, metric, p, sign, rows, cols, out):
 
 
 @njit(cache=True)
+def _counting_order(values, n_values, order):
+    """``order`` stably sorted by ``values[order]`` (each below ``n_values``): a counting sort."""
+    start = np.zeros(n_values + 1, dtype=np.int64)
+    for t in range(order.shape[0]):
+        start[values[order[t]] + 1] += 1
+    for x in range(n_values):
+        start[x + 1] += start[x]
+    out = np.empty_like(order)
+    for t in range(order.shape[0]):
+        x = values[order[t]]
+        out[start[x]] = order[t]
+        start[x] += 1
+    return out
+
+
+@njit(cache=True)
+def merge_edges(keys, costs, rows, cols, new_costs, n_rows, n_cols):
+    """The sorted, unique edge keys ``row * n_cols + col`` and their costs, with the edges
+    ``rows``, ``cols`` (costs ``new_costs``) merged in: those already there, and repeats among
+    them, keep their first cost. Sorted by two counting sorts (by column, then by row), so a
+    batch costs its length plus the core's, not a comparison sort. Returns the keys, the costs
+    and how many edges were new."""
+    order = _counting_order(cols, n_cols, np.arange(rows.shape[0]))
+    order = _counting_order(rows, n_rows, order)
+    out_keys = np.empty(keys.shape[0] + order.shape[0], dtype=np.int64)
+    out_costs = np.empty(keys.shape[0] + order.shape[0])
+    a, o, added, last = 0, 0, 0, -1
+    for t in range(order.shape[0]):
+        e = order[t]
+        key = rows[e] * n_cols + cols[e]
+        while a < keys.shape[0] and keys[a] < key:
+            out_keys[o], out_costs[o] = keys[a], costs[a]
+            o += 1
+            a += 1
+        if key == last or (a < keys.shape[0] and keys[a] == key):
+            continue
+        out_keys[o], out_costs[o] = key, new_costs[e]
+        o += 1
+        added += 1
+        last = key
+    while a < keys.shape[0]:
+        out_keys[o], out_costs[o] = keys[a], costs[a]
+        o += 1
+        a += 1
+    return out_keys[:o], out_costs[:o], added
+
+
+@njit(cache=True)
 def by_column(indptr, indices, costs, n_cols):
     """The CSR graph's edges by column, rows ascending in each (a counting sort): ``indptr``,
     row indices, costs."""

@@ -354,6 +354,7 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
         counters[0] += 1
         n_touched, n_tree, size = 0, 0, 0
         i, base, sink, through = start, 0.0, -1, -1
+        nearest_free = np.inf  # the shortest distance to a free column seen: nothing beyond it is settled
         while True:
             if i >= 0:
                 tree_rows[n_tree] = i
@@ -363,12 +364,14 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
                     if done[j]:
                         continue
                     r = base + max(costs[e] - u[i] - v[j], 0.0)  # below 0 only by rounding
-                    if r < dist[j]:
+                    if r < dist[j] and r < nearest_free:
                         if dist[j] == np.inf:
                             touched[n_touched] = j
                             n_touched += 1
                         dist[j], pred[j] = r, i
                         keys, items, size = _push(keys, items, size, r, j)
+                        if row4col[j] < 0 and (v[j] < top or at_top > spare):
+                            nearest_free = r
             j = -1
             while size > 0:
                 key, candidate = _pop(keys, items, size)

@@ -49,7 +49,7 @@ AUCTION_FIRST_EPS = 0.25
 AUCTION_LAST_EPS = 1e-6
 AUCTION_EPS_FACTOR = 6.0
 #: bids a row in a phase after which the auction asks whether its next free row can be matched at
-#: all (and again at each doubling): a core that matches not every row shows as a price war
+#: all (and again after as many more): a core that matches not every row shows as a price war
 AUCTION_CHECK_BIDS_PER_ROW = 20
 #: a phase with more bids per row than this gives up (a guard)
 AUCTION_BIDS_PER_ROW = 1000

@@ -614,9 +614,9 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     within ``eps_end`` of its cheapest column, and unassigned columns at price 0, the highest.
     Returns False where the rows in sight have no perfect matching: a row without edges, or a
     free row with no augmenting path at all (costs ignored: :func:`has_augmenting_path`; the
-    next row to bid, asked after ``check_after`` bids in a phase and at each doubling of them,
-    until every row has been matched once: the price war of a Hall violator goes on among its
-    own free rows), or more than ``bid_limit`` bids in a phase (a guard).
+    next row to bid, asked after ``check_after`` bids in a phase and after each ``check_after``
+    more, until every row has been matched once: the price war of a Hall violator goes on among
+    its own free rows), or more than ``bid_limit`` bids in a phase (a guard).
     ``counters``: [0] bids, [1] phases."""
     n = indptr.shape[0] - 1
     size = n + 1
@@ -636,7 +636,7 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
                 if not has_augmenting_path(indptr, indices, col4row, row4col, queue[head]):
                     counters[0] += bids
                     return False
-                check *= 2
+                check += check_after
             i = queue[head]
             head = head + 1 if head + 1 < size else 0
             waiting -= 1

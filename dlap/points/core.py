@@ -57,9 +57,8 @@ AUCTION_BIDS_PER_ROW = 1000
 #: have new edges, else by letting the rows they undercut go
 WARM_AUCTION_SHARE = 0.05
 #: a repair after pricing gives way to the auction once its searches have cost what the latest
-#: auction did, a column they reach counted as this many bids (uniform points, n = 100000, one
-#: host core: 2.1 us a column reached, 0.26 us a bid; squared distances' repairs reach about 5200
-#: columns a search, Euclidean ones 230)
+#: auction did, a column they reach counted as this many bids (their times on one host core:
+#: docs/benchmarks.md, "Point sets")
 SEARCH_COLUMN_BIDS = 8
 #: a search of the first core that reaches no free column gives each row it reached edges to this
 #: many nearest free columns (one makes its root matchable; as many as the rows reached grew the
@@ -152,6 +151,7 @@ class CoreSolution:
                 self.col4row[r], self.row4col[c] = c, r
 
     def copy(self) -> CoreSolution:
+        """A copy to go back to (:meth:`take`)."""
         other = CoreSolution(0, 0)
         other.u, other.v, other.col4row, other.row4col = (x.copy() for x in (self.u, self.v, self.col4row,
                                                                             self.row4col))

@@ -318,7 +318,7 @@ def match_rows(indptr, indices, col4row, row4col, rows, scanned, counters):
 def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters, budget):
     """Shortest augmenting paths on a sparse graph (CSR rows ``indptr``/``indices``/``costs``,
     absent pairs forbidden), one per row of ``rows`` in order, from feasible duals ``u``, ``v``
-    and a matching of tight pairs (Dijkstra on a heap, as in Crouse's rectangular algorithm,
+    and a matching of tight pairs (Dijkstra on a heap whose keys are lowered in place, as in Crouse's rectangular algorithm,
     IEEE TAES 2016: columns never reached cost nothing). Each search ends at the nearest free
     column; the duals stay feasible and matched pairs tight.
 
@@ -340,8 +340,8 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
     pred = np.empty(m, dtype=np.int64)
     done = np.zeros(m, dtype=np.bool_)
     touched = np.empty(m, dtype=np.int64)
-    keys = np.empty(16, dtype=np.float64)
-    items = np.empty(16, dtype=np.int64)
+    keys, items = np.empty(m, dtype=np.float64), np.empty(m, dtype=np.int64)
+    at = np.full(m, -1, dtype=np.int64)  # a column's place in the heap, -1 where it is not there
     tree_rows = np.empty(n, dtype=np.int64)
     stopped = -1
     for position in range(rows.shape[0]):
@@ -369,16 +369,16 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
                             touched[n_touched] = j
                             n_touched += 1
                         dist[j], pred[j] = r, i
-                        keys, items, size = _push(keys, items, size, r, j)
+                        size = _lower_key(keys, items, at, size, r, j)
                         if row4col[j] < 0 and (v[j] < top or at_top > spare):
                             nearest_free = r
             j = -1
             while size > 0:
-                key, candidate = _pop(keys, items, size)
+                j = _pop_nearest(keys, items, at, size)
                 size -= 1
-                if not done[candidate] and key == dist[candidate]:
-                    j = candidate
+                if not done[j]:  # (a column the implicit rows hold is done without leaving the heap)
                     break
+                j = -1
             if j < 0:
                 break
             done[j] = True
@@ -402,7 +402,10 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
                         n_touched += 1
                     dist[k], pred[k], done[k] = r, IMPLICIT_ROW, held
                     if not held:
-                        keys, items, size = _push(keys, items, size, r, k)
+                        size = _lower_key(keys, items, at, size, r, k)
+        for t in range(size):
+            at[items[t]] = -1
+        size = 0
         counters[1] += n_touched
         if sink < 0:
             for t in range(n_tree):
@@ -435,6 +438,51 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
         u += top
         v[:] = np.minimum(v - top, 0.0)
     return stopped
+
+
+@njit(cache=True, inline="always")
+def _lower_key(keys, items, at, size, key, item):
+    """Give ``item`` the smaller ``key`` in the heap ``keys``/``items`` of ``size`` entries (adding
+    it where ``at[item]`` is -1); ``at`` follows each item's place. Returns the heap's size."""
+    t = at[item]
+    if t < 0:
+        t, size = size, size + 1
+    while t > 0:
+        parent = (t - 1) >> 1
+        if keys[parent] <= key:
+            break
+        keys[t], items[t] = keys[parent], items[parent]
+        at[items[t]] = t
+        t = parent
+    keys[t], items[t] = key, item
+    at[item] = t
+    return size
+
+
+@njit(cache=True)
+def _pop_nearest(keys, items, at, size):
+    """Remove and return the item of the smallest key from the heap of :func:`_lower_key`."""
+    nearest = items[0]
+    at[nearest] = -1
+    size -= 1
+    if size == 0:
+        return nearest
+    key, item = keys[size], items[size]
+    t = 0
+    while True:
+        child = 2 * t + 1
+        if child >= size:
+            break
+        if child + 1 < size and keys[child + 1] < keys[child]:
+            child += 1
+        if key <= keys[child]:
+            break
+        keys[t], items[t] = keys[child], items[child]
+        at[items[t]] = t
+        t = child
+    keys[t], items[t] = key, item
+    at[item] = t
+    return nearest
 
 
 #: ``pred`` of a column reached from the implicit rows

@@ -56,8 +56,9 @@ AUCTION_BIDS_PER_ROW = 1000
 #: after pricing, the core is solved again by the auction where more than this share of the rows
 #: have new edges, else by letting the rows they undercut go
 WARM_AUCTION_SHARE = 0.05
-#: a repair after pricing gives way to the auction once its searches have cost what the latest
-#: auction did, a column they reach counted as this many bids (their times on one host core:
+#: a repair after pricing gives way to the auction once its searches have reached a column for
+#: every this many bids of the latest auction (about what a column reached cost beside a bid
+#: before the searches' heap lowered keys in place; 3, about their ratio since, was slower:
 #: docs/benchmarks.md, "Point sets")
 SEARCH_COLUMN_BIDS = 8
 #: a search of the first core that reaches no free column gives each row it reached edges to this

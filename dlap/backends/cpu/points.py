@@ -441,6 +441,13 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
 
 
 @njit(cache=True, inline="always")
+def _put(keys, items, at, t, key, item):
+    """Place ``item`` with ``key`` at ``t`` of the heap of :func:`_lower_key`."""
+    keys[t], items[t] = key, item
+    at[item] = t
+
+
+@njit(cache=True, inline="always")
 def _lower_key(keys, items, at, size, key, item):
     """Give ``item`` the smaller ``key`` in the heap ``keys``/``items`` of ``size`` entries (adding
     it where ``at[item]`` is -1); ``at`` follows each item's place. Returns the heap's size."""
@@ -451,11 +458,9 @@ def _lower_key(keys, items, at, size, key, item):
         parent = (t - 1) >> 1
         if keys[parent] <= key:
             break
-        keys[t], items[t] = keys[parent], items[parent]
-        at[items[t]] = t
+        _put(keys, items, at, t, keys[parent], items[parent])
         t = parent
-    keys[t], items[t] = key, item
-    at[item] = t
+    _put(keys, items, at, t, key, item)
     return size
 
 
@@ -469,19 +474,15 @@ def _pop_nearest(keys, items, at, size):
         return nearest
     key, item = keys[size], items[size]
     t = 0
-    while True:
+    while 2 * t + 1 < size:
         child = 2 * t + 1
-        if child >= size:
-            break
         if child + 1 < size and keys[child + 1] < keys[child]:
             child += 1
         if key <= keys[child]:
             break
-        keys[t], items[t] = keys[child], items[child]
-        at[items[t]] = t
+        _put(keys, items, at, t, keys[child], items[child])
         t = child
-    keys[t], items[t] = key, item
-    at[item] = t
+    _put(keys, items, at, t, key, item)
     return nearest
 
 

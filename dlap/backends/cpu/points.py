@@ -238,37 +238,6 @@ def by_column(indptr, indices, costs, n_cols):
 
 
 @njit(cache=True)
-def _sift_up(keys, items, t):
-    while t > 0:
-        parent = (t - 1) >> 1
-        if keys[parent] <= keys[t]:
-            break
-        keys[parent], keys[t] = keys[t], keys[parent]
-        items[parent], items[t] = items[t], items[parent]
-        t = parent
-
-
-@njit(cache=True)
-def _pop(keys, items, size):
-    """Remove the heap's smallest (returned) from a heap of ``size`` entries."""
-    key, item = keys[0], items[0]
-    size -= 1
-    keys[0], items[0] = keys[size], items[size]
-    t = 0
-    while True:
-        left = 2 * t + 1
-        if left >= size:
-            break
-        child = left + 1 if left + 1 < size and keys[left + 1] < keys[left] else left
-        if keys[t] <= keys[child]:
-            break
-        keys[t], keys[child] = keys[child], keys[t]
-        items[t], items[child] = items[child], items[t]
-        t = child
-    return key, item
-
-
-@njit(cache=True)
 def match_rows(indptr, indices, col4row, row4col, rows, scanned, counters):
     """A matching of each row of ``rows`` in turn over the graph's edges, costs ignored: a
     breadth-first search of alternating paths from the row to the first free column it sees.
@@ -532,17 +501,6 @@ def _flip_through(pred, col4row, row4col, sink, start, through, v, top):
 
 
 @njit(cache=True)
-def _push(keys, items, size, key, item):
-    """Push onto the heap ``keys``/``items`` of ``size`` entries, growing it where full."""
-    if size == keys.shape[0]:
-        keys = np.concatenate((keys, np.empty(size, dtype=np.float64)))
-        items = np.concatenate((items, np.empty(size, dtype=np.int64)))
-    keys[size], items[size] = key, item
-    _sift_up(keys, items, size)
-    return keys, items, size + 1
-
-
-@njit(cache=True)
 def augmenting_row_reduction(indptr, indices, costs, u, v, col4row, row4col, rows, steps):
     """Jonker & Volgenant's augmenting row reduction on a sparse graph: each free row of ``rows``
     takes its cheapest column ``c - v``, lowering that column's dual to its second cheapest (so
@@ -798,27 +756,25 @@ def largest_duals(indptr, indices, costs, u, v, col4row, row4col):
     m = v.shape[0]
     dist = np.empty(m)
     done = np.zeros(m, dtype=np.bool_)
-    keys = np.empty(m, dtype=np.float64)
-    items = np.empty(m, dtype=np.int64)
+    keys, items = np.empty(m, dtype=np.float64), np.empty(m, dtype=np.int64)
+    at = np.full(m, -1, dtype=np.int64)
     size = 0
     for j in range(m):
         dist[j] = max(-v[j], 0.0)
-        keys, items, size = _push(keys, items, size, dist[j], j)
+        size = _lower_key(keys, items, at, size, dist[j], j)
     while size > 0:
-        key, k = _pop(keys, items, size)
+        k = _pop_nearest(keys, items, at, size)
         size -= 1
-        if done[k] or key != dist[k]:
-            continue
         done[k] = True
         i = row4col[k]
         if i < 0:
             continue
         for e in range(indptr[i], indptr[i + 1]):
             j = indices[e]
-            r = key + max(costs[e] - u[i] - v[j], 0.0)
-            if r < dist[j]:
+            r = dist[k] + max(costs[e] - u[i] - v[j], 0.0)
+            if not done[j] and r < dist[j]:
                 dist[j] = r
-                keys, items, size = _push(keys, items, size, r, j)
+                size = _lower_key(keys, items, at, size, r, j)
     for j in range(m):
         v[j] = min(dist[j] + v[j], 0.0) if row4col[j] >= 0 else 0.0
     row_duals(indptr, indices, costs, v, u)

@@ -39,17 +39,20 @@ def read_ppm(path: str):
     if fields[0] != b"P6":
         raise ValueError(f"{path}: not a binary PPM (P6) file")
     width, height, maximum = (int(x) for x in fields[1:])
-    dtype = np.uint8 if maximum < 256 else np.dtype(">u2")
-    pixels = np.frombuffer(data, dtype=dtype, count=width * height * 3, offset=at + 1)
+    pixels = np.frombuffer(data, dtype=_sample_type(maximum), count=width * height * 3, offset=at + 1)
     return pixels.reshape(height, width, 3), maximum
 
 
 def write_ppm(path: str, pixels, maximum: int) -> None:
     height, width, _ = pixels.shape
-    dtype = np.uint8 if maximum < 256 else np.dtype(">u2")
     with open(path, "wb") as f:
         f.write(b"P6\n%d %d\n%d\n" % (width, height, maximum))
-        f.write(np.ascontiguousarray(pixels, dtype=dtype).tobytes())
+        f.write(np.ascontiguousarray(pixels, dtype=_sample_type(maximum)).tobytes())
+
+
+def _sample_type(maximum: int):
+    """A PPM sample: one byte up to 255, else two, most significant first."""
+    return np.uint8 if maximum < 256 else np.dtype(">u2")
 
 
 def points(pixels, maximum: int):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import numbers
 import time
@@ -102,9 +103,10 @@ def solve(
         augmenting paths with ε-scaled prices (:mod:`dlap.hungarian.scaling`), the engine for
         structured costs (distances between point sets, benefit matrices, Machol-Wien).
         ``"auto"``: Jonker-Volgenant initialisation, then ε-scaling for a square matrix where it
-        leaves more than a tenth of the rows free (structured costs), otherwise on a GPU the
-        hybrid and on the CPU classical for integer costs spanning at most n values and the tree
-        variant for the rest (see :mod:`dlap.hungarian.auto`). ``"dgs"``: Deep Greedy Switching
+        leaves more than a tenth of the rows free (structured costs; on a GPU a twentieth), and
+        ``"sparse"`` for such a rectangular float matrix; otherwise on a GPU the hybrid and on
+        the CPU classical for integer costs spanning at most n values and the tree variant for
+        the rest (see :mod:`dlap.hungarian.auto`; ``stats.method`` says which ran). ``"dgs"``: Deep Greedy Switching
         (:mod:`dlap.dgs`), a heuristic: the result has ``heuristic=True``, the number of 2-exchanges
         in ``stats.switches`` and a ``lower_bound`` from the row and column reductions.
         ``"sparse"``: the sparse-core engine of :func:`dlap.solve_points` on the matrix's cheapest
@@ -185,12 +187,7 @@ def solve(
         row_match, u, v = np.empty(0, dtype=np.int64), np.zeros(problem.n_rows), np.zeros(problem.n_cols)
         stats.method = method
     elif method == "sparse":
-        row_match, u, v = _solve_sparse(device, problem, stats, progress)
-        if row_match is None:  # its duals cannot prove it: the tree variant, as scaling's fallback
-            problem = prepare(cost, maximize, deferred=device == "gpu")
-            backend = backend_for(device)
-            with _host_threads(backend, problem):
-                row_match, u, v = _run(backend, problem, stats, "tree", "jv", roots, progress)
+        problem, (row_match, u, v) = _solve_sparse_or_tree(device, cost, maximize, problem, stats, roots, progress)
     elif method == "dgs":
         deadline = started + (np.inf if time_limit is None else time_limit)
         row_match, u, v = _solve_dgs(device, problem, stats, deadline, start=start, seed=seed, switching=switching)
@@ -198,7 +195,10 @@ def solve(
         backend = backend_for(device)
         with _host_threads(backend, problem) as threads:
             stats.threads = threads or 0
-            row_match, u, v = _run(backend, problem, stats, method, init, roots, progress)
+            solved = _run(backend, problem, stats, method, init, roots, progress)
+        if isinstance(solved, Problem):  # auto: a rectangular structured float matrix, for the sparse-core engine
+            problem, solved = _solve_sparse_or_tree(device, cost, maximize, solved, stats, roots, progress)
+        row_match, u, v = solved
     result = _assignment(problem, row_match, u, v, stats, reference)
     if method == "dgs":
         result.heuristic = True
@@ -257,24 +257,42 @@ def _host_threads(backend, problem: Problem):
 
 
 def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress):
+    """``method`` on ``backend``: the row matching and duals; or where ``method="auto"`` leaves the
+    matrix to the sparse-core engine (:data:`dlap.hungarian.auto.SPARSE`), the problem of the
+    matrix the backend placed (checked, in minimisation form: no second copy)."""
     from .hungarian import device_variant, run_method
 
     state = backend.allocate(problem)
     with ProgressBar(progress) as callback:
-        run_method(backend, state, stats, method, variant=device_variant(backend, problem.matrix),
-                   init="jv" if init == "auto" else init, roots=roots, progress=callback)
+        handed_over = run_method(backend, state, stats, method, variant=device_variant(backend, problem.matrix),
+                                 init="jv" if init == "auto" else init, roots=roots, progress=callback,
+                                 sparse=not problem.is_integer)
+    if handed_over:
+        matrix, exponent = backend.placed_matrix(state)
+        return dataclasses.replace(problem, matrix=matrix, deferred=False,
+                                   scale_exponent=problem.scale_exponent + exponent)
     if problem.on_device:
         return backend.to_device(state)
     return backend.to_host(state)
 
 
+def _solve_sparse_or_tree(device: str, cost, maximize: bool, problem: Problem, stats: Stats, roots, progress):
+    """The sparse-core engine on ``problem`` (``cost`` prepared, not deferred), or where its duals
+    cannot prove its answer the tree variant, as scaling's fallback: the problem solved and its
+    row matching and duals."""
+    solved = _solve_sparse(device, problem, stats, progress)
+    if solved[0] is None:
+        problem = prepare(cost, maximize, deferred=device == "gpu")
+        backend = backend_for(device)
+        with _host_threads(backend, problem):
+            solved = _run(backend, problem, stats, "tree", "jv", roots, progress)
+    return problem, solved
+
+
 def _solve_sparse(device: str, problem: Problem, stats: Stats, progress):
-    """The sparse-core engine on the matrix (:mod:`dlap.points.matrix`), where ``device`` is; None
-    for an answer its duals cannot prove at the precision of the costs it sums (tiny costs beside
-    large ones: :func:`dlap.hungarian.scaling.proves_itself`)."""
-    from .hungarian.scaling import gap_closes
-    from .points.core import DEFAULT_CANDIDATES, solve_core
-    from .points.matrix import MatrixSearch
+    """:func:`dlap.hungarian.sparse.solve_sparse` on the matrix, where ``device`` is: its row
+    matching and duals, or Nones where its duals cannot prove its answer."""
+    from .hungarian.sparse import solve_sparse
     from .threads import solve_threads
 
     matrix = problem.matrix
@@ -283,17 +301,9 @@ def _solve_sparse(device: str, problem: Problem, stats: Stats, progress):
 
         require_device_memory(matrix.nbytes, f"method='sparse' on a {matrix.shape[0]} x {matrix.shape[1]} matrix")
         matrix = cupy.asarray(matrix)
-    stats.method = "sparse"
     with solve_threads(matrix.size) as threads, ProgressBar(progress) as callback:
         stats.threads = threads
-        search = MatrixSearch(matrix)
-        solution = solve_core(search, stats, DEFAULT_CANDIDATES, callback)
-        matched = search.pair_costs(np.arange(problem.n_rows), solution.col4row)
-        if not gap_closes(matched, search.reduced_minima(solution.v), solution.v,
-                          lambda: search.reduced_minima(np.zeros(problem.n_cols))):
-            stats.phase_counts["sparse_imprecise"] = 1
-            return None, None, None
-    return solution.col4row, solution.u, solution.v
+        return solve_sparse(matrix, stats, callback) or (None, None, None)
 
 
 def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **options):

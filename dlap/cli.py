@@ -296,7 +296,7 @@ def _bench_grid(args) -> int:
         solvers = args.solvers or (bench.GPU_SOLVERS if gpu else ["dlap", "lap", "scipy"])
     records = bench.run(
         cases, solvers, repeat=args.repeat, seed=args.seed, out=args.json,
-        timings=("host", "device") if gpu else ("host",), peer_budget=args.peer_budget,
+        timings=("host", "device") if gpu else ("host",), peer_budget=args.peer_budget, m_ratio=args.m_ratio,
     )
     _print_table(args, bench.table(records))
     if args.plot:
@@ -441,7 +441,8 @@ def parser() -> argparse.ArgumentParser:
                    help="family[:f], e.g. uniform:0.1 geometric machol-wien ties (default uniform:1 uniform:10 float); "
                         "dgs: geometric-benefit geometric uniform")
     p.add_argument("--m-ratio", type=float, default=1.0, metavar="RATIO",
-                   help="points: the second set has round(n * RATIO) points (default 1: square)")
+                   help="points: the second set has round(n * RATIO) points; grid, hard: the matrices have "
+                        "round(n * RATIO) columns (default 1: square)")
     p.add_argument("--solvers", nargs="+",
                    help="dlap, dlap-tree, dlap-classical, dlap-hybrid, dlap-scaling, dlap-gpu, dlap-gpu-tree, "
                         "dlap-gpu-classical, dlap-gpu-hybrid, dlap-gpu-scaling, scipy, lap, lapx "

@@ -128,6 +128,23 @@ def test_bench_hard_suite_maximises_benefit_and_agrees(tmp_path, capsys, monkeyp
     assert all(line.endswith("| yes | yes |") for line in table.splitlines() if line.startswith("| ") and "| 40 |" in line)
 
 
+def test_bench_hard_suite_on_rectangular_matrices(tmp_path, capsys, monkeypatch):
+    """--m-ratio: every family n x round(n * ratio), lap given its extended cost, the same optimum
+    everywhere; a GPU run's table (the anchors column) takes rectangular records too."""
+    from dlap.bench import grid
+
+    monkeypatch.delenv("DLAP_LAPX_DIR", raising=False)
+    out = tmp_path / "hard.jsonl"
+    assert run("bench", "--suite", "hard", "--n", "40", "--m-ratio", "1.2", "--families", "geometric-disjoint",
+               "geometric-benefit", "--solvers", "dlap", "dlap-sparse", "scipy", "lap", "--repeat", "1",
+               "--json", str(out)) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {(r["n"], r["m"]) for r in records} == {(40, 48)} and all(r["agrees"] for r in records)
+    assert "| geometric-disjoint | 40 x 48 |" in capsys.readouterr().out
+    on_gpu = [dict(r, device="gpu") for r in records] + [dict(records[0], family="geometric", n=10000, m=10000)]
+    assert "| geometric-disjoint | 40 x 48 |" in grid.table(on_gpu) and "best peer" in grid.table(on_gpu)
+
+
 def test_solve_a_benefit_family_maximises_it(capsys):
     assert run("solve", "--family", "geometric-benefit", "--n", "70", "--json") == 0
     info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -97,6 +97,27 @@ def test_a_dead_end_with_no_allowed_free_column_is_not_infeasibility(monkeypatch
     assert assert_same_optimum(cost, method="sparse").objective == -1
 
 
+@pytest.mark.parametrize("family", ["geometric-disjoint", "geometric-benefit"])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_auto_gives_rectangular_structured_floats_to_the_sparse_engine(family, transpose):
+    """JV leaves most rows of shifted clouds and benefit matrices free: ``method="auto"`` solves
+    such a rectangular float matrix with the sparse engine, not the tree variant."""
+    cost = generate.family(family, 300, m=340)
+    cost = cost.T if transpose else cost
+    result = assert_same_optimum(cost, family in generate.MAXIMIZE)
+    assert result.stats.method == "sparse" and result.stats.phase_counts["jv_free_rows"] > 0.5 * 300
+    assert result.verify().optimal
+
+
+@pytest.mark.parametrize("family, m", [("float", 340), ("geometric-int", 303), ("geometric-disjoint", 300)],
+                         ids=["i.i.d. floats", "integers", "square"])
+def test_auto_keeps_the_rest_from_the_sparse_engine(family, m):
+    """What JV says is i.i.d., integer costs (the sparse engine's duals are floats) and square
+    matrices (the ε-scaling engine's) stay where they were."""
+    result = assert_same_optimum(generate.family(family, 300, m=m))
+    assert result.stats.method != "sparse"
+
+
 @pytest.mark.parametrize("cost", [np.arange(9).reshape(3, 3), [[1, 2], [3, 4]], np.eye(3, dtype=bool)],
                          ids=["int64 array", "list of ints", "bools"])
 def test_integer_matrices_are_refused(cost):
@@ -121,3 +142,16 @@ def test_a_cupy_matrix_is_answered_on_the_gpu():
     on_cpu = dlap.solve(cost, method="sparse", device="cpu")
     assert isinstance(on_gpu.col_ind, cupy.ndarray) and on_gpu.stats.device == "gpu"
     assert on_gpu.objective == pytest.approx(on_cpu.objective, rel=1e-12) and on_gpu.verify().optimal
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("on_device", [False, True], ids=["host matrix", "CuPy matrix"])
+def test_auto_gives_rectangular_structured_floats_to_the_sparse_engine_on_the_gpu(on_device):
+    import cupy
+
+    cost = generate.family("geometric-disjoint", 600, m=680)
+    result = dlap.solve(cupy.asarray(cost) if on_device else cost, device="gpu")
+    assert result.stats.method == "sparse" and result.stats.device == "gpu"
+    assert isinstance(result.col_ind, cupy.ndarray) == on_device
+    assert result.objective == pytest.approx(dlap.solve(cost, method="tree", device="cpu").objective, rel=1e-12)
+    assert result.verify().optimal

@@ -28,12 +28,14 @@ def test_generate_to_zarr_solve_on_a_cluster_write_the_solution(tmp_path):
     assert (store / "solution").exists()
 
 
-def test_the_papers_scaling_tables_on_cpu_workers(tmp_path):
+@pytest.mark.parametrize("persist", [False, True], ids=["generated per solve", "persisted"])
+def test_the_papers_scaling_tables_on_cpu_workers(tmp_path, persist):
     out = tmp_path / "scaling.jsonl"
     run("scaling.py", "strong", "--n", "300", "--ranks", "1", "2", "--cpu", "--repeat", "1", "--out", out,
-        cwd=tmp_path)
+        *(["--persist"] if persist else []), cwd=tmp_path)
     records = [json.loads(line) for line in out.read_text().splitlines() if line.startswith("{")]
     assert {r["ranks"] for r in records} >= {1, 2} and all(r["optimal"] for r in records)
+    assert all(r["persisted"] == persist for r in records)
 
 
 def _load_workflow(name: str):

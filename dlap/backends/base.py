@@ -361,3 +361,8 @@ class DeviceBackend(Backend, SlabPrimitives):
     @abstractmethod
     def to_device(self, state: HungarianState):
         """``(row_match, u, v)`` on the device that solved them (CuPy arrays on a GPU)."""
+
+    @abstractmethod
+    def placed_matrix(self, state: HungarianState):
+        """``(matrix, exponent)``: the matrix ``state`` solves, on the device, in minimisation form,
+        and the power of two it was scaled down by beyond its problem's ``scale_exponent``."""

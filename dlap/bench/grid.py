@@ -115,7 +115,7 @@ def _lapjv_peer(name: str, module) -> Peer:
     module of the same name); it minimises only, so a maximisation gets the negated matrix."""
 
     def run(cost, maximize=False):
-        x = module.lapjv(cost, return_cost=False)[0]
+        x = module.lapjv(cost, return_cost=False, extend_cost=cost.shape[0] != cost.shape[1])[0]
         total = cost[np.arange(cost.shape[0]), x].sum().item()
         return -total if maximize else total
 
@@ -202,14 +202,20 @@ def grid(sizes, families) -> list[tuple[str, float | None, int]]:
 WARMUP_N = 300
 
 
+def columns(n: int, m_ratio: float) -> int:
+    """The columns of an ``n``-row instance ``m_ratio`` times as wide (at least one)."""
+    return max(1, round(n * m_ratio))
+
+
 def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=print,
-        timings=("host",), peer_budget: float = 60.0):
-    """Run the cases ``(family, f, n)``; write JSON lines to ``out`` (a path) as they come; return
-    the records."""
+        timings=("host",), peer_budget: float = 60.0, m_ratio: float = 1.0):
+    """Run the cases ``(family, f, n)``, each ``n x columns(n, m_ratio)``; write JSON lines to
+    ``out`` (a path) as they come; return the records."""
     solvers = peers(solver_names, timings)
     warmups = [generate.uniform(WARMUP_N, 1.0, seed=1), generate.uniform_float(WARMUP_N, seed=1)]
-    # every engine method="auto" picks on these families, compiled before any timing
-    warmups += [generate.family(name, WARMUP_N, f) for name, f in dict.fromkeys((c[0], c[1]) for c in cases)]
+    # every engine method="auto" picks on these families (and shapes), compiled before any timing
+    warmups += [generate.family(name, WARMUP_N, f, m=columns(WARMUP_N, m_ratio))
+                for name, f in dict.fromkeys((c[0], c[1]) for c in cases)]
     for peer in solvers:
         for warm in warmups:
             if peer.name.endswith("sparse") and warm.dtype.kind != "f":
@@ -223,7 +229,7 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
     largest = {}  # (peer, family, f) -> (n, seconds) of the largest instance a CPU peer solved
     with Records(out) as sink:
         for name, f, n in cases:
-            cost = generate.family(name, n, f, seed=seed)
+            cost = generate.family(name, n, f, seed=seed, m=columns(n, m_ratio))
             maximize = name in generate.MAXIMIZE
             reference = None
             for peer in solvers:
@@ -248,14 +254,14 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
                 reference = objective if reference is None else reference
                 record = {
                     "solver": peer.name, "method": peer.method, "device": peer.device,
-                    "family": name, "n": n, "f": f, "dtype": str(cost.dtype), "maximize": maximize,
+                    "family": name, "n": n, "m": cost.shape[1], "f": f, "dtype": str(cost.dtype), "maximize": maximize,
                     "seconds": statistics.median(times), "objective": objective,
                     "timing": peer.timing, "repeat": times, "agrees": _close(objective, reference),
                     "certified": certified, "host": platform.node(),
                 }
                 records.append(record)
                 sink.write(record)
-                echo(f"{name}{'' if f is None else f':{f:g}'} n={n} {_label(record)}: "
+                echo(f"{name}{'' if f is None else f':{f:g}'} {_size(record)} {_label(record)}: "
                      f"{record['seconds']:.3f} s, objective {objective}"
                      + ("" if record["agrees"] else "  <-- DISAGREES")
                      + ("  <-- NOT CERTIFIED" if certified is False else ""))
@@ -265,6 +271,12 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
 def _label(record) -> str:
     """Column name of a record: the solver, marked when the matrix started on the GPU."""
     return record["solver"] + (" (on GPU)" if record.get("timing") == "device" else "")
+
+
+def _size(record) -> str:
+    """``n=N``, or ``N x M`` for a rectangular instance."""
+    m = record.get("m", record["n"])
+    return f"n={record['n']}" if m == record["n"] else f"{record['n']} x {m}"
 
 
 def _anchor(family, f, n):
@@ -278,20 +290,21 @@ def table(records) -> str:
     """Markdown table: one row per instance, median seconds per solver, dlap's ratios to peers
     (and to the fastest peer's anchor time where the anchors have the instance)."""
     solvers = list(dict.fromkeys(_label(r) for r in records))
-    keys = list(dict.fromkeys((r["family"], r["f"], r["n"]) for r in records))
+    keys = list(dict.fromkeys((r["family"], r["f"], r["n"], r.get("m", r["n"])) for r in records))
     dlap_name = next((s for s in solvers if s.startswith("dlap")), None)
     ratio_to = [s for s in ("lap", "lapx", "scipy") if s in solvers and dlap_name]
     # the anchors are one H200's times: a column for GPU runs only
-    anchors = any(r["device"] == "gpu" for r in records) and any(_anchor(*k) for k in keys)
+    anchors = any(r["device"] == "gpu" for r in records) and any(_anchor(*k[:3]) for k in keys if k[2] == k[3])
     head = ["family", "n"] + solvers + (["best peer (the anchors)"] if anchors else [])
     head += [f"{dlap_name} / {p}" for p in ratio_to + (["best peer"] if anchors else [])]
     head += ["same optimum", "dlap certified"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for family, f, n in keys:
-        cell = {_label(r): r for r in records if (r["family"], r["f"], r["n"]) == (family, f, n)}
+    for family, f, n, m in keys:
+        cell = {_label(r): r for r in records if (r["family"], r["f"], r["n"], r.get("m", r["n"])) == (family, f, n, m)}
         label = family if f is None else f"{family} {'levels' if family == 'ties' else 'f'}={f:g}"
-        row = [label, str(n)] + [f"{cell[s]['seconds']:.3f}" if s in cell else "" for s in solvers]
-        anchor = _anchor(family, f, n)
+        row = [label, str(n) if m == n else f"{n} x {m}"]
+        row += [f"{cell[s]['seconds']:.3f}" if s in cell else "" for s in solvers]
+        anchor = _anchor(family, f, n) if m == n else None
         if anchors:
             row.append(f"{anchor[0]:.3f} ({anchor[1]})" if anchor else "")
         mine = cell[dlap_name]["seconds"] if dlap_name in cell else None

@@ -28,6 +28,7 @@ from ..points.costs import PointCosts
 from ..points.metrics import check_metric
 from ..points.solve import solve_points
 from ..warmup import for_large_solves
+from .grid import columns
 from .records import Records
 
 POINTS_SIZES = [10000, 100000]
@@ -66,10 +67,6 @@ def _synchronize(device: str) -> None:
         cupy.cuda.Device().synchronize()
 
 
-def _columns(n: int, m_ratio: float) -> int:
-    return max(1, round(n * m_ratio))
-
-
 def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, families=("uniform",),
         m_ratio: float = 1.0):
     """Run the points benchmark; write JSON lines to ``out`` as they come; return the records."""
@@ -77,13 +74,13 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, fa
     records = []
     families = [_family_metric(spec) for spec in families]
     for family, metric in families:  # every kernel compiled before any timer starts: both engines', then the team's
-        a, b = _points(family, 300, _columns(300, m_ratio), seed + 1, device)
+        a, b = _points(family, 300, columns(300, m_ratio), seed + 1, device)
         solve_points(a, b, metric, device=device)
         solve(_matrix(a, b, metric, device), device=device)
     for_large_solves(device)
     with Records(out) as sink:
         for (family, metric), n in ((spec, n) for spec in families for n in sizes):
-            m = _columns(n, m_ratio)
+            m = columns(n, m_ratio)
             a, b = _points(family, n, m, seed, device)
             if device == "gpu":  # one untimed run at this size: CuPy compiles some of its kernels per size
                 solve_points(a, b, metric, device=device)

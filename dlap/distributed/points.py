@@ -15,6 +15,7 @@ k-d tree) is made once per worker and solve and dropped when the solve ends.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import uuid
@@ -84,33 +85,25 @@ def _solve_registered(client, search, problem, stats, progress):
 
     from ..points.core import solve_core
     from ..progress import ProgressBar
-    from .scheduler import registry
+    from .scheduler.registry import registered
 
     solve_id = search.solve_id
     topic = f"dlap-progress-{solve_id}"
-    registry.install(client)
     lock = MultiLock(names=[f"dlap-points-{solve_id}"], client=client)  # never taken: no worker is held
-    lease = registry.begin(client, solve_id, lock, f"dlap-abort-{solve_id}", search.workers, "sparse core (points)",
-                           problem.costs.shape, keeps_going=True)
-    state = "done"
-    try:
-        with ProgressBar(progress, "dlap distributed solve_points") as callback:
+    with (registered(client, solve_id, lock, f"dlap-abort-{solve_id}", search.workers, "sparse core (points)",
+                     problem.costs.shape, keeps_going=True),
+          contextlib.closing(search),
+          ProgressBar(progress, "dlap distributed solve_points") as callback):
 
-            def report(update) -> None:
-                counts = stats.phase_counts
-                client.log_event(topic, {**dataclasses.asdict(update), "rounds": counts.get("pricing_rounds", 0),
-                                         "violators": counts.get("violators", 0),
-                                         "phase_seconds": dict(stats.phase_seconds)})
-                if callback is not None:
-                    callback(update)
+        def report(update) -> None:
+            counts = stats.phase_counts
+            client.log_event(topic, {**dataclasses.asdict(update), "rounds": counts.get("pricing_rounds", 0),
+                                     "violators": counts.get("violators", 0),
+                                     "phase_seconds": dict(stats.phase_seconds)})
+            if callback is not None:
+                callback(update)
 
-            return solve_core(search, stats, problem.candidates, report)
-    except BaseException as e:
-        state = f"failed: {type(e).__name__}"
-        raise
-    finally:
-        search.close()
-        registry.end(client, solve_id, state, lease)
+        return solve_core(search, stats, problem.candidates, report)
 
 
 def _local(points, client):

@@ -191,11 +191,9 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     lock = MultiLock(names=[f"dlap-worker-{w}" for w in workers + lenders], client=client)
     abort = Event(abort_name, client=client)
     # the scheduler releases the lock and aborts the ranks if this client dies (registry.py)
-    registry.install(client)
-    lease = registry.begin(client, solve_id, lock, abort_name, workers, method, source.shape)
     running = []  # the tasks to stop if the caller is interrupted
-    state = "done"
-    try:
+    with registry.registered(client, solve_id, lock, abort_name, workers, method, source.shape,
+                             interrupted=lambda: _stop_ranks(client, running, workers, abort)) as lease:
         registry.acquire(lock, lease)  # two solves never share a worker (each rank task holds its worker's comm)
         offset = source_offset(client, source, maximize)
         running = slabs = place_slabs(client, source, plan, axis=axis, bounds=bounds, transposed=transposed,
@@ -228,13 +226,6 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         gathered = time.time()
         if any(isinstance(r, RankAborted) for r in results):  # the scheduler stopped it while no rank failed
             raise ended_by_the_scheduler(client, solve_id) or CommAborted(f"dlap: solve {solve_id} was aborted")
-    except BaseException as e:
-        state = f"failed: {type(e).__name__}"
-        if not isinstance(e, Exception):  # KeyboardInterrupt: the caller stops the solve, ranks included
-            _stop_ranks(client, running, workers, abort)
-        raise
-    finally:
-        registry.end(client, solve_id, state, lease)  # and the scheduler releases the lock
     result = _assignment(results, integer, offset, method, maximize, transposed, n_ranks, gpu)
     seconds = result.stats.phase_seconds
     seconds["placement"] = placed - started

@@ -23,8 +23,12 @@ after the window, n = 3000 faster; and no variant is compiled on such a first ca
 Machol-Wien, which the greedy by regret proves optimal at once).
 ``stats.phase_counts["jv_free_rows"]`` records JV's free rows and ``["handover_iteration"]`` the
 iteration of the hand-over.
-Rectangular matrices stay with the variants: the extra columns absorb the conflicts, and the
-ε-scaling engine's virtual rows cost more than they save.
+Rectangular matrices stay with the variants where JV says i.i.d. costs (the extra columns absorb
+the conflicts, and the ε-scaling engine's virtual rows cost more than they save); a rectangular
+float matrix it says is structured goes to the sparse-core engine (:mod:`dlap.points.core`,
+``stats.method == "sparse"``) where the caller allows it: JV left 95% of the rows of shifted clouds
+and benefit matrices free, which the tree variant took 20x the sparse engine's time to match
+(docs/benchmarks.md, "The sparse method on a given matrix").
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ SCALING_FREE_FRACTION = 0.1
 #: falls below 10% with n (the traces tests/hungarian/test_scaling.py replays:
 #: benchmarks/results/hybrid-handover-trace-h200-*).
 HYBRID_SCALING_FREE_FRACTION = 0.05
+#: what :func:`solve_auto` returns where the sparse-core engine is to solve the matrix instead
+SPARSE = "sparse"
 #: ... more than this fraction is still free, ...
 SCALING_MIN_FREE_FRACTION = 0.02
 #: ... and the last SCALING_WINDOW iterations augmented fewer than one in this many of them
@@ -83,19 +89,24 @@ def jv_says_structured(jv_free: int, n_rows: int, variant: str) -> bool:
     return jv_free > gate * n_rows
 
 
-def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", progress=None) -> None:
-    """JV initialisation, then ``variant`` ("classical", "tree" or "hybrid"), or ε-scaling."""
+def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", progress=None,
+               sparse: bool = False) -> str | None:
+    """JV initialisation, then ``variant`` ("classical", "tree" or "hybrid"), or ε-scaling. With
+    ``sparse`` (a float matrix whose caller can run the sparse-core engine on it), a rectangular
+    matrix JV says is structured is left unsolved and :data:`SPARSE` returned; else None."""
     phase = PhaseTimer(stats, backend, state)
     initialise(backend, state, "jv", stats, phase)
     stats.phase_counts["jv_free_rows"] = state.n_rows - stats.initial_assignments
     square = state.n_rows == state.n_cols
     structured = jv_says_structured(stats.phase_counts["jv_free_rows"], state.n_rows, variant)
+    if sparse and structured and not square:
+        return SPARSE
 
     if square and structured and backend.device == "cpu":
         stats.phase_counts["handover_iteration"] = 0
         greedy = stats.phase_counts["jv_free_rows"] > GREEDY_START_FREE_FRACTION * state.n_rows
         solve_scaling(backend, state, stats, progress, roots, "greedy" if greedy else "jv")
-        return
+        return None
 
     seen = [0, 0]  # iterations and augmentations at the previous check
     recent: list[int] = []  # paths augmented by each iteration (0: it ended in a dual update)
@@ -122,5 +133,6 @@ def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", 
         stats.phase_counts["handover_iteration"] = stats.iterations
         report.policy = None  # asked once: ε-scaling's phases share what is left of the bar
         solve_scaling(backend, state, stats, report, roots)
-        return
+        return None
     report(0, final=True)
+    return None

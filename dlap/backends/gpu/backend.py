@@ -713,3 +713,6 @@ class GPUBackend(DeviceBackend):
     def to_device(self, state):
         """``(row_match, u, v)`` as CuPy arrays (for a matrix the caller passed on the GPU)."""
         return (state.row_match.astype(np.int64), *unscaled_duals(state.u, state.v, state.upload_exponent))
+
+    def placed_matrix(self, state):
+        return state.cost, state.upload_exponent

@@ -40,6 +40,7 @@ from ...certificate import (
 )
 from ...device import is_device_array
 from ...hungarian import device_variant, run_method
+from ...hungarian.sparse import solve_sparse
 from ...problem import Problem, check_entries, scale_exponent, shifted, unscaled
 from ...progress import SolveProgress
 from ...result import Stats
@@ -135,14 +136,35 @@ class DistributedSolver:
     def solve_alone(self) -> None:
         """The one-rank solve of ``method="auto"``: the slab is the whole matrix, and the local
         backend runs on it exactly what ``dlap.solve(method="auto")`` runs (JV initialisation,
-        the device's variant, ε-scaling where the searches show structured costs); the answer
-        is then copied into the replica, which the certificate reads."""
+        the device's variant, ε-scaling where the searches show structured costs, the sparse
+        engine for such a rectangular float matrix); the answer is then copied into the
+        replica, which the certificate reads."""
         slab, replica, local = self.slab, self.replica, self.backend.local
-        run_method(local, slab, self.stats, "auto", variant=device_variant(local, slab.cost), progress=self.report)
+        if run_method(local, slab, self.stats, "auto", variant=device_variant(local, slab.cost), progress=self.report,
+                      sparse=not self.spec.integer):
+            self.solve_sparse()
         for name in ("u", "v", "row_match", "col_match"):
             getattr(replica, name)[:] = getattr(slab, name)
         self.stats.phase_seconds["communication"] = 0.0
         self.stats.phase_counts["communication"] = 0
+
+    def solve_sparse(self) -> None:
+        """The slab (the whole matrix) solved by the sparse-core engine, where ``method="auto"``
+        hands a rectangular structured float matrix over to it as ``dlap.solve`` does (or, where
+        its duals cannot prove its answer, by the tree variant)."""
+        slab, local, xp = self.slab, self.backend.local, self.xp
+        solved = solve_sparse(slab.cost, self.stats, self.report)
+        if solved is None:
+            for name in ("row_match", "col_match"):
+                getattr(slab, name).fill(-1)
+            slab.v.fill(0.0)
+            run_method(local, slab, self.stats, "tree", init="jv", progress=self.report)
+            return
+        row_match, u, v = solved
+        slab.row_match[:] = xp.asarray(row_match)
+        slab.col_match.fill(-1)
+        slab.col_match[slab.row_match] = xp.arange(slab.row_match.shape[0], dtype=slab.col_match.dtype)
+        slab.u[:], slab.v[:] = xp.asarray(u), xp.asarray(v)
 
     # ------------------------------------------------------------------ certificate
 

@@ -30,6 +30,7 @@ dlap refuses the graph).
 from __future__ import annotations
 
 import collections
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -249,6 +250,26 @@ def end(client, solve_id: str, state: str, lease: Lease) -> None:
     lock and keeps it for the dashboard page."""
     lease.stop()
     client.sync(client.scheduler.dlap_solve_end, solve_id=solve_id, state=state)
+
+
+@contextlib.contextmanager
+def registered(client, solve_id: str, lock, abort_event: str, workers, method: str, shape, keeps_going: bool = False,
+               interrupted=None):
+    """The solve, from :func:`install` and :func:`begin` (yields the lease) to :func:`end` with its
+    state: "done", or "failed: " and the exception's type; on an exception that is not an
+    ``Exception`` (KeyboardInterrupt) ``interrupted()`` is called first, to stop what it started."""
+    install(client)
+    lease = begin(client, solve_id, lock, abort_event, workers, method, shape, keeps_going)
+    state = "done"
+    try:
+        yield lease
+    except BaseException as e:
+        state = f"failed: {type(e).__name__}"
+        if interrupted is not None and not isinstance(e, Exception):
+            interrupted()
+        raise
+    finally:
+        end(client, solve_id, state, lease)
 
 
 def _eta(solve: RunningSolve, progress: dict) -> str:

@@ -150,7 +150,8 @@ def test_auto_gives_rectangular_structured_floats_to_the_sparse_engine_on_the_gp
     import cupy
 
     cost = generate.family("geometric-disjoint", 600, m=680)
-    result = dlap.solve(cupy.asarray(cost) if on_device else cost, device="gpu")
+    given = cupy.asarray(cost) if on_device else cost
+    result = dlap.solve(given, device="gpu")
     assert result.stats.method == "sparse" and result.stats.device == "gpu"
     assert isinstance(result.col_ind, cupy.ndarray) == on_device
     assert result.objective == pytest.approx(dlap.solve(cost, method="tree", device="cpu").objective, rel=1e-12)

@@ -104,9 +104,10 @@ def solve(
         structured costs (distances between point sets, benefit matrices, Machol-Wien).
         ``"auto"``: Jonker-Volgenant initialisation, then ε-scaling for a square matrix where it
         leaves more than a tenth of the rows free (structured costs; on a GPU a twentieth), and
-        ``"sparse"`` for such a rectangular float matrix; otherwise on a GPU the hybrid and on
-        the CPU classical for integer costs spanning at most n values and the tree variant for
-        the rest (see :mod:`dlap.hungarian.auto`; ``stats.method`` says which ran). ``"dgs"``: Deep Greedy Switching
+        ``"sparse"`` for such a float matrix if it is rectangular, or on the CPU if JV left at
+        most half its rows free (distances within point sets); otherwise on a GPU the hybrid and
+        on the CPU classical for integer costs spanning at most n values and the tree variant
+        for the rest (see :mod:`dlap.hungarian.auto`; ``stats.method`` says which ran). ``"dgs"``: Deep Greedy Switching
         (:mod:`dlap.dgs`), a heuristic: the result has ``heuristic=True``, the number of 2-exchanges
         in ``stats.switches`` and a ``lower_bound`` from the row and column reductions.
         ``"sparse"``: the sparse-core engine of :func:`dlap.solve_points` on the matrix's cheapest

@@ -139,14 +139,16 @@ def cmd_solve(args) -> int:
 def _load_kernels(cost, as_json: bool, device: str, handover: bool = True, **options) -> None:
     """Before the clock of the timed solve: the same solve of the matrix's top-left corner (on a
     GPU one of up to ``GPU_WARM_UP_N`` rows; its dtype, device and options; for
-    ``method="auto"`` the variant auto picks for the whole matrix, and where it may hand a square
-    matrix over (``handover``) ε-scaling too); where a CPU thread team will solve the matrix, the
+    ``method="auto"`` the variant auto picks for the whole matrix, and where it may hand the
+    matrix over (``handover``) ε-scaling too for a square one, the sparse engine for a float one
+    it may take); where a CPU thread team will solve the matrix, the
     team's twins of the kernels that compiled. A process's first solve compiles or loads its
     kernels here, not in the time it reports."""
     from .backends import backend
     from .backends.cpu.numba_setup import compile_team_twins
     from .dgs.loading import GPU_WARM_UP_N
     from .hungarian import device_variant
+    from .hungarian.auto import SPARSE_MIN_ROWS
     from .threads import threads_for
 
     if not cost.size:
@@ -160,9 +162,14 @@ def _load_kernels(cost, as_json: bool, device: str, handover: bool = True, **opt
         methods = [device_variant(backend(device), cost)]
         if handover and cost.shape[0] == cost.shape[1]:
             methods.append("scaling")
+        if handover and cost.dtype.kind == "f" and min(cost.shape) >= SPARSE_MIN_ROWS:
+            methods.append("sparse")
     for method in methods:
+        # the sparse engine's rectangular auction compiles on a corner of the matrix's shape
+        wide, tall = cost.shape[1] > cost.shape[0], cost.shape[0] > cost.shape[1]
+        shaped = cost[: side + tall, : side + wide] if method == "sparse" else corner
         try:
-            solve(corner, device=device, method=method, **options)
+            solve(shaped, device=device, method=method, **options)
         except ValueError:  # a corner without a full assignment (forbidden pairs): the solve loads them
             pass
     if device == "cpu" and threads_for(cost.size) > 1:

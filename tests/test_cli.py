@@ -27,7 +27,7 @@ _LOADED_BEFORE_THE_CLOCK = """
 import sys
 from dlap import cli, generate, solve
 from tests.helpers import kernel_versions
-cost = generate.family(sys.argv[1], int(sys.argv[2]), seed=3)
+cost = generate.family(sys.argv[1], int(sys.argv[2]), seed=3, m=int(sys.argv[3]) if sys.argv[3:] else None)
 cli._load_kernels(cost, True, "cpu")
 before = kernel_versions()
 solve(cost, device="cpu")
@@ -35,13 +35,16 @@ print(sorted(k for k, count in kernel_versions().items() if count != before.get(
 """
 
 
-@pytest.mark.parametrize("family, n", [("uniform", 1100), ("geometric", 700), ("float", 90)])
-def test_the_timed_solve_of_a_command_loads_no_kernel(family, n):
+@pytest.mark.parametrize("family, n, m", [("uniform", 1100, None), ("geometric", 700, None), ("float", 90, None),
+                                          ("geometric", 2000, None), ("geometric-disjoint", 2000, 2100)])
+def test_the_timed_solve_of_a_command_loads_no_kernel(family, n, m):
     """The commands load the kernels before their clock starts (a corner of the matrix, its
-    ε-scaling solve where auto may hand over, the thread team's twins past 2**20 entries): in a
-    fresh process, the timed solve adds no kernel version."""
+    ε-scaling solve where auto may hand over, the sparse engine where auto may give it the
+    matrix, the thread team's twins past 2**20 entries): in a fresh process, the timed solve
+    adds no kernel version."""
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", _LOADED_BEFORE_THE_CLOCK, family, str(n)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", _LOADED_BEFORE_THE_CLOCK, family, str(n), *([str(m)] if m else [])],
+                         capture_output=True,
                          text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

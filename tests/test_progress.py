@@ -72,7 +72,7 @@ def test_epsilon_scaling_reports_each_phase(device):
 
 def test_auto_hands_over_without_going_back():
     seen = []
-    result = dlap.solve(generate.geometric(600, seed=4), device="cpu", progress=seen.append)
+    result = dlap.solve(generate.geometric_int(600, seed=0), device="cpu", progress=seen.append)
     assert result.stats.method == "scaling"  # the hand-over happened
     _assert_sound(seen, 600)
     assert "exact phase" in [u.stage for u in seen]

@@ -97,6 +97,16 @@ def test_a_dead_end_with_no_allowed_free_column_is_not_infeasibility(monkeypatch
     assert assert_same_optimum(cost, method="sparse").objective == -1
 
 
+@pytest.fixture
+def small_hand_over(monkeypatch):
+    """method="auto" hands matrices of 200 rows and more to the sparse engine (SPARSE_MIN_ROWS:
+    2000 rows, whose references from scipy would take seconds each)."""
+    import dlap.hungarian.auto
+
+    monkeypatch.setattr(dlap.hungarian.auto, "SPARSE_MIN_ROWS", 200)
+
+
+@pytest.mark.usefixtures("small_hand_over")
 @pytest.mark.parametrize("family", ["geometric-disjoint", "geometric-benefit"])
 @pytest.mark.parametrize("transpose", [False, True])
 def test_auto_gives_rectangular_structured_floats_to_the_sparse_engine(family, transpose):
@@ -109,12 +119,49 @@ def test_auto_gives_rectangular_structured_floats_to_the_sparse_engine(family, t
     assert result.verify().optimal
 
 
-@pytest.mark.parametrize("family, m", [("float", 340), ("geometric-int", 303), ("geometric-disjoint", 300)],
-                         ids=["i.i.d. floats", "integers", "square"])
+@pytest.mark.usefixtures("small_hand_over")
+@pytest.mark.parametrize("family", ["geometric", "geometric-3d"])
+def test_auto_gives_square_overlapping_point_distances_to_the_sparse_engine_on_the_cpu(family):
+    """JV leaves 10% to 50% of such rows free: the sparse engine, not ε-scaling, on the CPU."""
+    cost = generate.family(family, 400, seed=0)
+    result = assert_same_optimum(cost, device="cpu")
+    assert result.stats.method == "sparse" and result.verify().optimal
+
+
+def test_auto_gives_large_square_iid_floats_to_the_sparse_engine_on_the_cpu():
+    """From IID_SPARSE_MIN_ROWS rows, i.i.d. floats that JV leaves with free rows go to the sparse
+    engine on the CPU; below, to the tree variant."""
+    from dlap.hungarian.auto import IID_SPARSE_MIN_ROWS
+
+    cost = generate.uniform_float(IID_SPARSE_MIN_ROWS, seed=3)
+    result = dlap.solve(cost, device="cpu")
+    assert result.stats.method == "sparse" and result.stats.phase_counts["jv_free_rows"] > 0
+    assert result.verify().optimal
+    assert dlap.solve(cost[:1000, :1000], device="cpu").stats.method == "tree"
+
+
+def test_which_matrices_auto_gives_the_sparse_engine():
+    from dlap.hungarian.auto import IID_SPARSE_MIN_ROWS, SPARSE_MIN_ROWS, for_the_sparse_engine
+
+    n, iid = SPARSE_MIN_ROWS, IID_SPARSE_MIN_ROWS
+    assert for_the_sparse_engine(0, n, square=False, structured=True, device="gpu")
+    assert not for_the_sparse_engine(n, n - 1, square=False, structured=True, device="gpu")  # too small
+    assert not for_the_sparse_engine(n // 2, n, square=False, structured=False, device="cpu")
+    assert for_the_sparse_engine(n // 5, n, square=True, structured=True, device="cpu")
+    assert not for_the_sparse_engine(n // 5, n, square=True, structured=True, device="gpu")  # the GPU's own engines
+    assert not for_the_sparse_engine(n * 3 // 4, n, square=True, structured=True, device="cpu")  # greedy + ε-scaling
+    assert for_the_sparse_engine(1, iid, square=True, structured=False, device="cpu")
+    assert not for_the_sparse_engine(0, iid, square=True, structured=False, device="cpu")  # JV solved it
+    assert not for_the_sparse_engine(1, iid - 1, square=True, structured=False, device="cpu")
+
+
+@pytest.mark.parametrize("family, m", [("float", 340), ("geometric-int", 303), ("geometric-disjoint", 300),
+                                       ("geometric-benefit", 300)],
+                         ids=["i.i.d. floats", "integers", "square shifted clouds", "square benefit matrix"])
 def test_auto_keeps_the_rest_from_the_sparse_engine(family, m):
     """What JV says is i.i.d., integer costs (the sparse engine's duals are floats) and square
-    matrices (the ε-scaling engine's) stay where they were."""
-    result = assert_same_optimum(generate.family(family, 300, m=m))
+    matrices JV leaves more than half free (the ε-scaling engine's) stay where they were."""
+    result = assert_same_optimum(generate.family(family, 300, m=m), family in generate.MAXIMIZE, device="cpu")
     assert result.stats.method != "sparse"
 
 
@@ -145,6 +192,7 @@ def test_a_cupy_matrix_is_answered_on_the_gpu():
 
 
 @pytest.mark.gpu
+@pytest.mark.usefixtures("small_hand_over")
 @pytest.mark.parametrize("on_device", [False, True], ids=["host matrix", "CuPy matrix"])
 def test_auto_gives_rectangular_structured_floats_to_the_sparse_engine_on_the_gpu(on_device):
     import cupy

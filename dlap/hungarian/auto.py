@@ -24,11 +24,16 @@ Machol-Wien, which the greedy by regret proves optimal at once).
 ``stats.phase_counts["jv_free_rows"]`` records JV's free rows and ``["handover_iteration"]`` the
 iteration of the hand-over.
 Rectangular matrices stay with the variants where JV says i.i.d. costs (the extra columns absorb
-the conflicts, and the ε-scaling engine's virtual rows cost more than they save); a rectangular
-float matrix it says is structured goes to the sparse-core engine (:mod:`dlap.points.core`,
-``stats.method == "sparse"``) where the caller allows it: JV left 95% of the rows of shifted clouds
-and benefit matrices free, which the tree variant took 20x the sparse engine's time to match
-(docs/benchmarks.md, "The sparse method on a given matrix").
+the conflicts, and the ε-scaling engine's virtual rows cost more than they save). Where the
+caller allows it (float costs), the sparse-core engine (:mod:`dlap.points.core`,
+``stats.method == "sparse"``) takes instead a rectangular matrix JV says is structured (JV left 95%
+of the rows of shifted clouds and benefit matrices free, which the tree variant took 20x its time
+to match), and on the CPU a square one that JV left at most ``GREEDY_START_FREE_FRACTION`` free,
+structured (distances within overlapping point sets, 2.5x to 7x faster than ε-scaling; the
+shifted clouds and benefit matrices above it were 2x slower there) or, from
+``IID_SPARSE_MIN_ROWS`` rows, i.i.d. (1.5x to 1.8x faster than the tree variant at n = 4000 to
+8000, JV included); all from ``SPARSE_MIN_ROWS`` rows: see docs/benchmarks.md, "The sparse
+method on a given matrix" (:func:`for_the_sparse_engine`).
 """
 
 from __future__ import annotations
@@ -63,8 +68,18 @@ SCALING_PATH_SHARE = 16
 SCALING_WINDOW = 4
 #: the CPU's hand-over at once starts the ε-phases from JV's prices, unless JV left more than
 #: this share of the rows free (geometric 10% to 21%, 3-D 11% to 13%, disjoint clouds 76% to 93%,
-#: Machol-Wien 98% and more, which the greedy by regret solves without a search)
+#: Machol-Wien 98% and more, which the greedy by regret solves without a search); a square float
+#: matrix at most this share free goes to the sparse-core engine instead
 GREEDY_START_FREE_FRACTION = 0.5
+#: the sparse-core engine takes no matrix of fewer rows: below, the others take a fraction of a
+#: second (shifted clouds 1000 x 1130 on 2 cores: the tree variant 0.54 s, the sparse engine
+#: 0.12 s), and a first call would compile its kernels too (9 s more with an empty kernel cache)
+SPARSE_MIN_ROWS = 2000
+#: a square float matrix of at least this many rows that JV leaves with free rows but not
+#: structured goes to the sparse-core engine on the CPU (i.i.d. floats on 2 cores, JV's time
+#: included: even with the tree variant at n = 2500 and 3000, 0.29 s against 0.44 s at 4000,
+#: 1.07 s against 1.87 s at 8000; docs/benchmarks.md, "The sparse method on a given matrix")
+IID_SPARSE_MIN_ROWS = 4000
 
 
 def stalled(window: list[int], n_free: int, n_rows: int, searching: bool) -> bool:
@@ -89,22 +104,38 @@ def jv_says_structured(jv_free: int, n_rows: int, variant: str) -> bool:
     return jv_free > gate * n_rows
 
 
+def for_the_sparse_engine(jv_free: int, n_rows: int, square: bool, structured: bool, device: str) -> bool:
+    """Whether a float matrix of at least ``SPARSE_MIN_ROWS`` rows that JV left with ``jv_free`` of
+    its ``n_rows`` rows free goes to the sparse-core engine: a rectangular one JV says is
+    structured; on the CPU, a square one that JV left at most ``GREEDY_START_FREE_FRACTION`` free,
+    if structured or of at least ``IID_SPARSE_MIN_ROWS`` rows with any row free (i.i.d. costs,
+    whose few free rows cost the tree variant a long search each)."""
+    if n_rows < SPARSE_MIN_ROWS:
+        return False
+    if not square:
+        return structured
+    if device != "cpu" or jv_free > GREEDY_START_FREE_FRACTION * n_rows:
+        return False
+    return structured or (jv_free > 0 and n_rows >= IID_SPARSE_MIN_ROWS)
+
+
 def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", progress=None,
                sparse: bool = False) -> str | None:
     """JV initialisation, then ``variant`` ("classical", "tree" or "hybrid"), or ε-scaling. With
-    ``sparse`` (a float matrix whose caller can run the sparse-core engine on it), a rectangular
-    matrix JV says is structured is left unsolved and :data:`SPARSE` returned; else None."""
+    ``sparse`` (a float matrix whose caller can run the sparse-core engine on it), a matrix for
+    that engine (see the module docstring) is left unsolved and :data:`SPARSE` returned; else None."""
     phase = PhaseTimer(stats, backend, state)
     initialise(backend, state, "jv", stats, phase)
     stats.phase_counts["jv_free_rows"] = state.n_rows - stats.initial_assignments
     square = state.n_rows == state.n_cols
     structured = jv_says_structured(stats.phase_counts["jv_free_rows"], state.n_rows, variant)
-    if sparse and structured and not square:
+    greedy = stats.phase_counts["jv_free_rows"] > GREEDY_START_FREE_FRACTION * state.n_rows
+    if sparse and for_the_sparse_engine(stats.phase_counts["jv_free_rows"], state.n_rows, square, structured,
+                                        backend.device):
         return SPARSE
 
     if square and structured and backend.device == "cpu":
         stats.phase_counts["handover_iteration"] = 0
-        greedy = stats.phase_counts["jv_free_rows"] > GREEDY_START_FREE_FRACTION * state.n_rows
         solve_scaling(backend, state, stats, progress, roots, "greedy" if greedy else "jv")
         return None
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..points.core import DEFAULT_CANDIDATES, solve_core
+from ..points import core
 from ..points.matrix import MatrixSearch
 from ..result import Stats
 from .scaling import gap_closes
@@ -19,7 +19,7 @@ def solve_sparse(matrix, stats: Stats, progress=None):
     the answer (``stats.phase_counts["sparse_imprecise"]``): the caller then runs another method."""
     stats.method = "sparse"
     search = MatrixSearch(matrix)
-    solution = solve_core(search, stats, DEFAULT_CANDIDATES, progress)
+    solution = core.solve_core(search, stats, core.DEFAULT_CANDIDATES, progress)  # (read at each call)
     n_rows, n_cols = matrix.shape
     matched = search.pair_costs(np.arange(n_rows), solution.col4row)
     if not gap_closes(matched, search.reduced_minima(solution.v), solution.v,

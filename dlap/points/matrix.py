@@ -18,8 +18,12 @@ class MatrixSearch:
     form, ``n <= m``; float or integer entries, read as float64)."""
 
     def __init__(self, matrix):
-        self.matrix = matrix
         self.xp = array_module(matrix)
+        if self.xp is np:  # as every CPU kernel receives a cost matrix (one compiled signature)
+            from ..backends.cpu.numba_setup import read_only
+
+            matrix = read_only(matrix)
+        self.matrix = matrix
         self.shape = matrix.shape
 
     def _blocks(self):

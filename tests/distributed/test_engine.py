@@ -141,6 +141,38 @@ def test_auto_solves_on_one_rank_what_dlap_solve_solves(client, family, shape):
         assert result.objective == mine.objective  # float objectives summed correctly rounded, as dlap.solve
 
 
+def _answers_unproved(dask_worker=None, undo=False):
+    """On a worker: its ranks' sparse engine answers None (duals that do not prove its answer), or
+    again its own answers (``undo``)."""
+    from dlap.distributed.rank import engine
+    from dlap.hungarian.sparse import solve_sparse
+
+    engine.solve_sparse = solve_sparse if undo else (lambda *args: None)
+
+
+def test_a_one_rank_solve_hands_rectangular_structured_floats_to_the_sparse_engine(client):
+    """method="auto" on one rank gives a rectangular structured float matrix to the sparse engine,
+    as dlap.solve does (the same answer); where that engine's duals do not prove its answer, the
+    rank solves the matrix again with the tree variant."""
+    from dlap.hungarian.auto import SPARSE_MIN_ROWS
+
+    cost = dlap.generate.family("geometric-disjoint", SPARSE_MIN_ROWS, m=SPARSE_MIN_ROWS + 200)
+    alone = dlap.solve(cost, device="cpu")
+    arr = da.from_array(cost, chunks=(SPARSE_MIN_ROWS // 2, SPARSE_MIN_ROWS // 2 + 100))
+    result = dd.solve(arr, client, device="cpu")
+    assert alone.stats.method == "sparse" and result.stats.method == "distributed-sparse"
+    assert result.stats.phase_counts["ranks"] == 1
+    assert result.objective == alone.objective and result.verify().optimal and result.verify(cost).optimal
+    np.testing.assert_array_equal(result.col_ind, alone.col_ind)
+    client.run(_answers_unproved)
+    try:
+        tree = dd.solve(arr, client, device="cpu")
+    finally:
+        client.run(_answers_unproved, undo=True)
+    assert tree.stats.method == "distributed-tree" and tree.verify(cost).optimal
+    assert tree.objective == pytest.approx(alone.objective, rel=1e-12)
+
+
 def test_a_one_rank_solve_borrows_the_threads_of_the_workers_offered(client):
     """The one rank of method="auto" runs on the threads of every offered worker of its host
     (3 single-threaded workers here), as dlap.solve would on the host's cores; a split solve's
@@ -238,7 +270,8 @@ def test_auto_hands_split_structured_costs_to_scaling(small_workers, family):
     (bids, searches, rows scanned, duals)."""
     cost = dlap.generate.family(family, 700, seed=3)  # 3.9 MB
     maximize = family in dlap.generate.MAXIMIZE
-    alone = dlap.solve(cost, maximize=maximize, device="cpu")
+    # (dlap.solve gives square geometric floats to the sparse engine, which needs the whole matrix)
+    alone = dlap.solve(cost, maximize=maximize, device="cpu", method="scaling")
     results = [dd.solve(da.from_array(cost, chunks=(700, widths)), small_workers, maximize=maximize, device="cpu")
                for widths in ((350, 350), (150, 550))]  # one chunk per rank: the slabs' bounds
     for result in results:

@@ -107,9 +107,10 @@ def solve(
         ``"sparse"`` for such a float matrix if it is rectangular, or on the CPU if JV left at
         most half its rows free (distances within point sets); otherwise on a GPU the hybrid and
         on the CPU classical for integer costs spanning at most n values and the tree variant
-        for the rest (see :mod:`dlap.hungarian.auto`; ``stats.method`` says which ran). ``"dgs"``: Deep Greedy Switching
-        (:mod:`dlap.dgs`), a heuristic: the result has ``heuristic=True``, the number of 2-exchanges
-        in ``stats.switches`` and a ``lower_bound`` from the row and column reductions.
+        for the rest (see :mod:`dlap.hungarian.auto`; ``stats.method`` says which ran).
+        ``"dgs"``: Deep Greedy Switching (:mod:`dlap.dgs`), a heuristic: the result has
+        ``heuristic=True``, the number of 2-exchanges in ``stats.switches`` and a
+        ``lower_bound`` from the row and column reductions.
         ``"sparse"``: the sparse-core engine of :func:`dlap.solve_points` on the matrix's cheapest
         entries, every entry priced against its duals until none is below them (exact; float
         matrices; on the GPU for a CuPy matrix or ``device="gpu"``, its core solved on the host).
@@ -197,7 +198,7 @@ def solve(
         with _host_threads(backend, problem) as threads:
             stats.threads = threads or 0
             solved = _run(backend, problem, stats, method, init, roots, progress)
-        if isinstance(solved, Problem):  # auto: a rectangular structured float matrix, for the sparse-core engine
+        if isinstance(solved, Problem):  # auto left the matrix to the sparse-core engine
             problem, solved = _solve_sparse_or_tree(device, cost, maximize, solved, stats, roots, progress)
         row_match, u, v = solved
     result = _assignment(problem, row_match, u, v, stats, reference)
@@ -282,7 +283,7 @@ def _solve_sparse_or_tree(device: str, cost, maximize: bool, problem: Problem, s
     cannot prove its answer the tree variant, as scaling's fallback: the problem solved and its
     row matching and duals."""
     solved = _solve_sparse(device, problem, stats, progress)
-    if solved[0] is None:
+    if solved is None:
         problem = prepare(cost, maximize, deferred=device == "gpu")
         backend = backend_for(device)
         with _host_threads(backend, problem):
@@ -292,7 +293,7 @@ def _solve_sparse_or_tree(device: str, cost, maximize: bool, problem: Problem, s
 
 def _solve_sparse(device: str, problem: Problem, stats: Stats, progress):
     """:func:`dlap.hungarian.sparse.solve_sparse` on the matrix, where ``device`` is: its row
-    matching and duals, or Nones where its duals cannot prove its answer."""
+    matching and duals, or None where its duals cannot prove its answer."""
     from .hungarian.sparse import solve_sparse
     from .threads import solve_threads
 
@@ -304,7 +305,7 @@ def _solve_sparse(device: str, problem: Problem, stats: Stats, progress):
         matrix = cupy.asarray(matrix)
     with solve_threads(matrix.size) as threads, ProgressBar(progress) as callback:
         stats.threads = threads
-        return solve_sparse(matrix, stats, callback) or (None, None, None)
+        return solve_sparse(matrix, stats, callback)
 
 
 def _solve_dgs(device: str, problem: Problem, stats: Stats, deadline: float, **options):

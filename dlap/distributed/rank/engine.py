@@ -137,8 +137,8 @@ class DistributedSolver:
         """The one-rank solve of ``method="auto"``: the slab is the whole matrix, and the local
         backend runs on it exactly what ``dlap.solve(method="auto")`` runs (JV initialisation,
         the device's variant, ε-scaling where the searches show structured costs, the sparse
-        engine for such a rectangular float matrix); the answer is then copied into the
-        replica, which the certificate reads."""
+        engine where auto gives it a float matrix); the answer is then copied into the replica,
+        which the certificate reads."""
         slab, replica, local = self.slab, self.replica, self.backend.local
         if run_method(local, slab, self.stats, "auto", variant=device_variant(local, slab.cost), progress=self.report,
                       sparse=not self.spec.integer):
@@ -150,8 +150,8 @@ class DistributedSolver:
 
     def solve_sparse(self) -> None:
         """The slab (the whole matrix) solved by the sparse-core engine, where ``method="auto"``
-        hands a rectangular structured float matrix over to it as ``dlap.solve`` does (or, where
-        its duals cannot prove its answer, by the tree variant)."""
+        gives it the matrix as ``dlap.solve`` does (or, where its duals cannot prove its answer,
+        by the tree variant)."""
         slab, local, xp = self.slab, self.backend.local, self.xp
         solved = solve_sparse(slab.cost, self.stats, self.report)
         if solved is None:

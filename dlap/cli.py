@@ -164,9 +164,9 @@ def _load_kernels(cost, as_json: bool, device: str, handover: bool = True, **opt
             methods.append("scaling")
         if handover and cost.dtype.kind == "f" and min(cost.shape) >= SPARSE_MIN_ROWS:
             methods.append("sparse")
+    # the sparse engine's rectangular auction compiles on a corner of the matrix's shape
+    wide, tall = cost.shape[1] > cost.shape[0], cost.shape[0] > cost.shape[1]
     for method in methods:
-        # the sparse engine's rectangular auction compiles on a corner of the matrix's shape
-        wide, tall = cost.shape[1] > cost.shape[0], cost.shape[0] > cost.shape[1]
         shaped = cost[: side + tall, : side + wide] if method == "sparse" else corner
         try:
             solve(shaped, device=device, method=method, **options)

@@ -261,7 +261,7 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
                 }
                 records.append(record)
                 sink.write(record)
-                echo(f"{name}{'' if f is None else f':{f:g}'} {_size(record)} {_label(record)}: "
+                echo(f"{name}{'' if f is None else f':{f:g}'} {_size(n, cost.shape[1])} {_label(record)}: "
                      f"{record['seconds']:.3f} s, objective {objective}"
                      + ("" if record["agrees"] else "  <-- DISAGREES")
                      + ("  <-- NOT CERTIFIED" if certified is False else ""))
@@ -273,10 +273,14 @@ def _label(record) -> str:
     return record["solver"] + (" (on GPU)" if record.get("timing") == "device" else "")
 
 
-def _size(record) -> str:
+def _case(record) -> tuple:
+    """(family, f, n, m) of a record (``m``: ``n`` in records made before rectangular ones)."""
+    return record["family"], record["f"], record["n"], record.get("m", record["n"])
+
+
+def _size(n: int, m: int) -> str:
     """``n=N``, or ``N x M`` for a rectangular instance."""
-    m = record.get("m", record["n"])
-    return f"n={record['n']}" if m == record["n"] else f"{record['n']} x {m}"
+    return f"n={n}" if m == n else f"{n} x {m}"
 
 
 def _anchor(family, f, n):
@@ -290,7 +294,7 @@ def table(records) -> str:
     """Markdown table: one row per instance, median seconds per solver, dlap's ratios to peers
     (and to the fastest peer's anchor time where the anchors have the instance)."""
     solvers = list(dict.fromkeys(_label(r) for r in records))
-    keys = list(dict.fromkeys((r["family"], r["f"], r["n"], r.get("m", r["n"])) for r in records))
+    keys = list(dict.fromkeys(_case(r) for r in records))
     dlap_name = next((s for s in solvers if s.startswith("dlap")), None)
     ratio_to = [s for s in ("lap", "lapx", "scipy") if s in solvers and dlap_name]
     # the anchors are one H200's times: a column for GPU runs only
@@ -300,9 +304,9 @@ def table(records) -> str:
     head += ["same optimum", "dlap certified"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for family, f, n, m in keys:
-        cell = {_label(r): r for r in records if (r["family"], r["f"], r["n"], r.get("m", r["n"])) == (family, f, n, m)}
+        cell = {_label(r): r for r in records if _case(r) == (family, f, n, m)}
         label = family if f is None else f"{family} {'levels' if family == 'ties' else 'f'}={f:g}"
-        row = [label, str(n) if m == n else f"{n} x {m}"]
+        row = [label, _size(n, m).removeprefix("n=")]
         row += [f"{cell[s]['seconds']:.3f}" if s in cell else "" for s in solvers]
         anchor = _anchor(family, f, n) if m == n else None
         if anchors:

@@ -104,6 +104,11 @@ def jv_says_structured(jv_free: int, n_rows: int, variant: str) -> bool:
     return jv_free > gate * n_rows
 
 
+def jv_left_most_free(jv_free: int, n_rows: int) -> bool:
+    """Whether JV left more than ``GREEDY_START_FREE_FRACTION`` of the rows free."""
+    return jv_free > GREEDY_START_FREE_FRACTION * n_rows
+
+
 def for_the_sparse_engine(jv_free: int, n_rows: int, square: bool, structured: bool, device: str) -> bool:
     """Whether a float matrix of at least ``SPARSE_MIN_ROWS`` rows that JV left with ``jv_free`` of
     its ``n_rows`` rows free goes to the sparse-core engine: a rectangular one JV says is
@@ -114,7 +119,7 @@ def for_the_sparse_engine(jv_free: int, n_rows: int, square: bool, structured: b
         return False
     if not square:
         return structured
-    if device != "cpu" or jv_free > GREEDY_START_FREE_FRACTION * n_rows:
+    if device != "cpu" or jv_left_most_free(jv_free, n_rows):
         return False
     return structured or (jv_free > 0 and n_rows >= IID_SPARSE_MIN_ROWS)
 
@@ -129,13 +134,13 @@ def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", 
     stats.phase_counts["jv_free_rows"] = state.n_rows - stats.initial_assignments
     square = state.n_rows == state.n_cols
     structured = jv_says_structured(stats.phase_counts["jv_free_rows"], state.n_rows, variant)
-    greedy = stats.phase_counts["jv_free_rows"] > GREEDY_START_FREE_FRACTION * state.n_rows
     if sparse and for_the_sparse_engine(stats.phase_counts["jv_free_rows"], state.n_rows, square, structured,
                                         backend.device):
         return SPARSE
 
     if square and structured and backend.device == "cpu":
         stats.phase_counts["handover_iteration"] = 0
+        greedy = jv_left_most_free(stats.phase_counts["jv_free_rows"], state.n_rows)
         solve_scaling(backend, state, stats, progress, roots, "greedy" if greedy else "jv")
         return None
 

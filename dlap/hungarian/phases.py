@@ -31,6 +31,15 @@ def initialise(backend, state, init: str, stats: Stats, phase: PhaseTimer) -> No
     stats.initial_assignments = state.n_rows - backend.optimality_check(state)
 
 
+def start_afresh(state) -> None:
+    """Drop the matching and the column prices another engine left in ``state`` (``v = 0`` is JV
+    initialisation's start, and a rectangular matrix keeps it; found by hypothesis): before the
+    tree variant solves the matrix again, where that engine's duals do not prove its answer."""
+    state.row_match.fill(-1)
+    state.col_match.fill(-1)
+    state.v.fill(0.0)
+
+
 def drive(backend, state, stats: Stats, method: str, init: str, progress, run) -> None:
     """A variant's solve: initialisation, then ``run(backend, state, stats, phase, report)`` to
     optimality, reporting progress to ``progress``."""

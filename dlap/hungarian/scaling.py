@@ -57,7 +57,7 @@ from ..problem import InfeasibleError
 from ..progress import Progress
 from ..result import Stats
 from ..timing import PhaseTimer
-from .phases import drive
+from .phases import drive, start_afresh
 from .tree import run_tree
 
 #: θ: ε is divided by this between ε-phases. With rounds of bids a phase's cost is mostly its
@@ -260,9 +260,7 @@ def solve_scaling(backend, state, stats: Stats, progress=None, roots: str = "aut
     scaling_iterations(backend, state, stats, PhaseTimer(stats, backend, state), report, start)
     if state.cost.dtype.kind == "f" and not proves_itself(backend, state):
         stats.phase_counts["scaling_imprecise"] = 1
-        state.row_match.fill(-1)
-        state.col_match.fill(-1)
-        state.v.fill(0.0)  # JV's start: a rectangular matrix keeps these prices (found by hypothesis)
+        start_afresh(state)
         report.stage("searches (tree variant)")
         drive(backend, state, stats, "tree", "jv", report, lambda *args: run_tree(*args, roots))
         return

@@ -1,4 +1,4 @@
-"""``method="sparse"``, and ``method="auto"``'s rectangular structured float matrices: the sparse-core
+"""``method="sparse"``, and the float matrices ``method="auto"`` gives it (:func:`.auto.for_the_sparse_engine`): the sparse-core
 engine of :mod:`dlap.points.core` on a given matrix (:class:`dlap.points.matrix.MatrixSearch`: its
 cheapest entries as candidates, one pass over it a pricing round), its answer kept only where its
 duals prove it at the precision of the costs it sums (as the ε-scaling engine's: :func:`.scaling.gap_closes`)."""
@@ -19,7 +19,7 @@ def solve_sparse(matrix, stats: Stats, progress=None):
     the answer (``stats.phase_counts["sparse_imprecise"]``): the caller then runs another method."""
     stats.method = "sparse"
     search = MatrixSearch(matrix)
-    solution = core.solve_core(search, stats, core.DEFAULT_CANDIDATES, progress)  # (read at each call)
+    solution = core.solve_core(search, stats, core.DEFAULT_CANDIDATES, progress)  # the default as it is now
     n_rows, n_cols = matrix.shape
     matched = search.pair_costs(np.arange(n_rows), solution.col4row)
     if not gap_closes(matched, search.reduced_minima(solution.v), solution.v,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...backends.base import FLOAT_TOL_SCALE
+from ...backends.base import FLOAT_TOL_SCALE, install_assignment
 from ...certificate import (
     Certificate,
     bound_duals,
@@ -40,6 +40,7 @@ from ...certificate import (
 )
 from ...device import is_device_array
 from ...hungarian import device_variant, run_method
+from ...hungarian.phases import start_afresh
 from ...hungarian.sparse import solve_sparse
 from ...problem import Problem, check_entries, scale_exponent, shifted, unscaled
 from ...progress import SolveProgress
@@ -152,18 +153,14 @@ class DistributedSolver:
         """The slab (the whole matrix) solved by the sparse-core engine, where ``method="auto"``
         gives it the matrix as ``dlap.solve`` does (or, where its duals cannot prove its answer,
         by the tree variant)."""
-        slab, local, xp = self.slab, self.backend.local, self.xp
+        slab, xp = self.slab, self.xp
         solved = solve_sparse(slab.cost, self.stats, self.report)
         if solved is None:
-            for name in ("row_match", "col_match"):
-                getattr(slab, name).fill(-1)
-            slab.v.fill(0.0)
-            run_method(local, slab, self.stats, "tree", init="jv", progress=self.report)
+            start_afresh(slab)
+            run_method(self.backend.local, slab, self.stats, "tree", init="jv", progress=self.report)
             return
         row_match, u, v = solved
-        slab.row_match[:] = xp.asarray(row_match)
-        slab.col_match.fill(-1)
-        slab.col_match[slab.row_match] = xp.arange(slab.row_match.shape[0], dtype=slab.col_match.dtype)
+        install_assignment(slab, xp.arange(row_match.shape[0]), xp.asarray(row_match))
         slab.u[:], slab.v[:] = xp.asarray(u), xp.asarray(v)
 
     # ------------------------------------------------------------------ certificate

@@ -7,8 +7,9 @@ Lee & Orlin's sparse core with pricing, as in column generation:
 2. **core solve**: prices from Bertsekas' ε-scaling auction on that sparse graph (forward, and on a
    rectangular one reverse too), then its exact assignment by shortest augmenting paths from them
    (Jonker & Volgenant's augmenting row reduction, then Dijkstra as in Crouse's rectangular
-   algorithm, with implicit rows for the columns left over); a row no path leaves from gets edges
-   to its nearest free columns, and the search runs again;
+   algorithm, with implicit rows for the columns left over); where the auction or a search finds
+   rows the core gives fewer columns than themselves, they get edges to their nearest columns
+   outside those, and the solve goes on;
 3. **pricing**: every one of the n x m pairs' reduced cost ``c_ij - u_i - v_j`` against the core's
    duals; pairs below zero join the core, which is solved again warm: by the auction where many
    rows have new edges, else by letting the rows whose pairs the new edges undercut go and
@@ -61,10 +62,10 @@ WARM_AUCTION_SHARE = 0.05
 #: before the searches' heap lowered keys in place; 3, about their ratio since, was slower:
 #: docs/benchmarks.md, "Point sets")
 SEARCH_COLUMN_BIDS = 8
-#: a search of the first core that reaches no free column gives each row it reached edges to this
-#: many nearest free columns (one makes its root matchable; as many as the rows reached grew the
-#: core by their square each time: docs/benchmarks.md, "Point sets")
-FREE_COLUMN_EDGES = 8
+#: a search that reaches no free column gives each row it reached edges to this many of its nearest
+#: columns it did not reach (as many as the rows reached grew the core by their square each time:
+#: docs/benchmarks.md, "Point sets")
+UNREACHED_COLUMN_EDGES = 8
 #: the most pricing rounds before the engine gives up (a bound the tests never reach)
 MAX_ROUNDS = 1000
 #: where the candidates' and the first core solve's parts of a progress bar end; the pricing
@@ -216,10 +217,10 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
     report.stage("core solve", candidates_end, core_end, n)
     with _timed("core_solve"):
         solution.start(core)
-        if not _auction(core, solution, square, counts):  # the nearest neighbours match not every row
-            _make_matchable(search, core, counts)
+        while (short := _auction(core, solution, square, counts)) is not None and short.size:
+            core.add(*_to_unreached_columns(search, core, short))  # the nearest neighbours match not every row
+            counts["unmatchable"] = counts.get("unmatchable", 0) + 1
             solution.start(core)
-            _auction(core, solution, square, counts)
         _assign_all(search, core, solution, square, counts)
     auction_bids = counts.get("auction_bids", 0)
     violators_index, violators_reduced = np.empty((n, k), dtype=np.int64), np.empty((n, k))
@@ -259,34 +260,35 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
     return solution
 
 
-def _auction(core, solution, square: bool, counts, first_eps: float | None = None) -> bool:
+def _auction(core, solution, square: bool, counts, first_eps: float | None = None) -> np.ndarray | None:
     """Prices from Bertsekas' ε-scaling auction on the core (forward and, on a rectangular matrix,
     reverse), from the solution's prices and matching, ε from ``first_eps`` (else
     ``AUCTION_FIRST_EPS`` of the costs' spread) down to ``AUCTION_LAST_EPS``; the rows not tight
-    under them are let go for the exact solve. Where the auction finds no perfect matching of
-    the core, the solution is left as it was (returns False)."""
+    under them are let go for the exact solve (returns None). Where the auction finds no perfect
+    matching of the core, the solution is left as it was, and it returns rows the core gives
+    fewer columns than themselves (none where its guard stopped it first)."""
     from ..backends.cpu import points as core_kernels
 
     indptr, indices, costs = core.csr()
     span = float(costs.max() - costs.min()) if costs.size else 0.0
     if span == 0.0:
-        return True
+        return None
     last = AUCTION_LAST_EPS * span
     first = AUCTION_FIRST_EPS * span if first_eps is None else max(first_eps, last)
-    counters = np.zeros(2, dtype=np.int64)
+    counters, reached = np.zeros(3, dtype=np.int64), np.empty(core.n_rows, dtype=np.int64)
     v, col4row, row4col = solution.v.copy(), solution.col4row.copy(), solution.row4col.copy()
     by_column = _NO_COLUMNS if square else core.csc()
     settled = core_kernels.scaled_auction(indptr, indices, costs, *by_column, v, col4row, row4col, first, last,
                                           AUCTION_EPS_FACTOR, span, AUCTION_CHECK_BIDS_PER_ROW * core.n_rows,
-                                          AUCTION_BIDS_PER_ROW * core.n_rows, counters)
+                                          AUCTION_BIDS_PER_ROW * core.n_rows, reached, counters)
     counts["auction_bids"] = counts.get("auction_bids", 0) + int(counters[0])
     counts["auction_phases"] = counts.get("auction_phases", 0) + int(counters[1])
     if not settled:
-        return False
+        return reached[: counters[2]]
     core_kernels.release_loose_rows(indptr, indices, costs, v, col4row, row4col, 0.0)
     solution.v[:], solution.col4row[:], solution.row4col[:] = v, col4row, row4col
     core_kernels.row_duals(indptr, indices, costs, solution.v, solution.u)
-    return True
+    return None
 
 
 #: a square core's auction needs no edges by column
@@ -323,7 +325,7 @@ def _resume(search, core, solution, square, counts, rows, cols, costs, auction_b
         solution.take(saved)
         counts["repairs_abandoned"] = counts.get("repairs_abandoned", 0) + 1
     before = counts.get("auction_bids", 0)
-    if not _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs)):
+    if _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs)) is not None:
         _restart(core, solution, square, counts, rows, cols, costs)
     _assign_all(search, core, solution, square, counts)
     return counts.get("auction_bids", 0) - before or auction_bids
@@ -341,7 +343,7 @@ def _restart(core, solution, square, counts, rows, cols, costs) -> None:
 
 def _assign_all(search, core, solution, square, counts, budget: int | None = None) -> bool:
     """Augment every free row; where a search finds no free column, join the rows it reached to
-    their nearest free columns and go on. The core is solved on the host, whichever device
+    their nearest columns it did not reach and go on. The core is solved on the host, whichever device
     computes the costs. Returns False where the searches passed ``budget`` columns reached (the
     rows not searched yet are left free)."""
     from ..backends.cpu import points as core_kernels
@@ -362,7 +364,7 @@ def _assign_all(search, core, solution, square, counts, budget: int | None = Non
                                      solution.row4col, free, scanned, counters, budget)
         if stuck < 0:
             break
-        rows, cols, new_costs = _to_free_columns(search, core, scanned[: counters[2]], solution.row4col)
+        rows, cols, new_costs = _to_unreached_columns(search, core, scanned[: counters[2]])
         core.add(rows, cols, new_costs)
         counts["dead_ends"] = counts.get("dead_ends", 0) + 1
         _restart(core, solution, square, counts, rows, cols, new_costs)
@@ -371,40 +373,16 @@ def _assign_all(search, core, solution, square, counts, budget: int | None = Non
     return stuck != core_kernels.OVER_BUDGET
 
 
-def _make_matchable(search, core, counts) -> None:
-    """Grow the core until it matches every row, ignoring costs (the auction settles only on a
-    core that does; without its prices the exact searches start cold and each reaches most
-    columns): a search for a free column over any edges from each row in turn, and where one
-    finds none, edges from the rows it reached to their nearest free columns."""
-    from ..backends.cpu import points as core_kernels
-
-    n, m = core.n_rows, core.n_cols
-    col4row, row4col = np.full(n, -1, dtype=np.int64), np.full(m, -1, dtype=np.int64)
-    counters, scanned = np.zeros(3, dtype=np.int64), np.empty(n, dtype=np.int64)
-    rows = np.arange(n, dtype=np.int64)
-    while rows.size:
-        indptr, indices, _ = core.csr()
-        stuck = core_kernels.match_rows(indptr, indices, col4row, row4col, rows, scanned, counters)
-        if stuck < 0:
-            break
-        core.add(*_to_free_columns(search, core, scanned[: counters[2]], row4col))
-        counts["unmatchable"] = counts.get("unmatchable", 0) + 1
-        rows = rows[stuck:]
-
-
-def _to_free_columns(search, core, rows, row4col):
-    """Edges from ``rows`` (those a search reached without finding a free column) to their
-    ``FREE_COLUMN_EDGES`` nearest free columns; where a matrix forbids every such pair, to their
-    nearest columns the search did not reach. Where there are none either, the rows have fewer
+def _to_unreached_columns(search, core, rows):
+    """Edges from ``rows`` (those a search reached without finding a free column: the core gives
+    them fewer columns than rows) to their ``UNREACHED_COLUMN_EDGES`` nearest columns outside the
+    core's columns of any of them. Where a matrix forbids every such pair, the rows have fewer
     allowed columns than themselves (Hall's condition): :class:`InfeasibleError`."""
-    for columns in (np.flatnonzero(row4col < 0), None):
-        if columns is None:
-            indptr, indices, _ = core.csr()
-            reached = np.concatenate([indices[indptr[r] : indptr[r + 1]] for r in rows.tolist()])
-            columns = np.setdiff1d(np.arange(core.n_cols), reached)
-        if not columns.size:
-            continue
-        found = search.nearest_among(rows, columns, min(columns.shape[0], FREE_COLUMN_EDGES))
+    indptr, indices, _ = core.csr()
+    reached = np.concatenate([indices[indptr[r] : indptr[r + 1]] for r in rows.tolist()])
+    columns = np.setdiff1d(np.arange(core.n_cols), reached)
+    if columns.size:
+        found = search.nearest_among(rows, columns, min(columns.shape[0], UNREACHED_COLUMN_EDGES))
         allowed = found[1] >= 0  # a matrix's forbidden entries are no edges
         if allowed.any():
             return tuple(x[allowed] for x in found)

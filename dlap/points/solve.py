@@ -116,7 +116,12 @@ class PointsProblem:
         self.costs = PointCosts(a, b, metric, self.exponent, self.device)
         n, m = self.costs.shape
         self.transposed = n > m
-        self.rows_side = self.costs.T if self.transposed else self.costs
+        side = self.costs.T if self.transposed else self.costs
+        self.row_order, self.col_order = spatial_order(side.a), spatial_order(side.b)
+        self.rows_side = PointCosts(side.a[self.xp.asarray(self.row_order)], side.b[self.xp.asarray(self.col_order)],
+                                    metric, self.exponent, self.device, side.a_norms[self.xp.asarray(self.row_order)]
+                                    if side.a_norms.size else side.a_norms, side.b_norms[self.xp.asarray(self.col_order)]
+                                    if side.b_norms.size else side.b_norms)
         self.rows = min(n, m)
 
     @staticmethod
@@ -140,11 +145,12 @@ class PointsProblem:
             total = 0.0
         else:
             sign = self.sign(maximize)
-            short, long_ = np.arange(self.rows, dtype=np.int64), solution.col4row
+            short, long_ = self.row_order, self.col_order[solution.col4row]
             row_ind, col_ind = (long_, short) if self.transposed else (short, long_)
             order = np.argsort(row_ind, kind="stable")
             row_ind, col_ind = row_ind[order], col_ind[order]
-            u_short, v_long = sign * solution.u, sign * solution.v
+            u_short, v_long = np.empty_like(solution.u), np.empty_like(solution.v)
+            u_short[self.row_order], v_long[self.col_order] = sign * solution.u, sign * solution.v
             u, v = (v_long, u_short) if self.transposed else (u_short, v_long)
             total = objective(costs.kernels, costs.a, costs.b, costs.a_norms, costs.b_norms, self.metric,
                               self.exponent, row_ind, col_ind)
@@ -154,6 +160,22 @@ class PointsProblem:
         give_back = self.give_back
         return Assignment(give_back(row_ind), give_back(col_ind), total, give_back(u), give_back(v), stats,
                           maximize=maximize, matrix_ref=CostsReference(costs))
+
+
+def spatial_order(points) -> np.ndarray:
+    """An order of ``points`` in which near points come close together (the leaves of a k-d tree
+    over them, :func:`dlap.backends.cpu.kdtree.build`), for points of at most ``TREE_MAX_DIM``
+    coordinates, else their own order. The engine numbers the points so: the core's edges, rows
+    and prices that a bid or a search visits one after another are then near in memory too
+    (docs/benchmarks.md, "Point sets")."""
+    from .search import TREE_MAX_DIM
+
+    n, d = points.shape
+    if d > TREE_MAX_DIM or n < 2:
+        return np.arange(n, dtype=np.int64)
+    from ..backends.cpu import kdtree
+
+    return kdtree.build(np.ascontiguousarray(to_host(points), dtype=np.float64), kdtree.LEAF_SIZE)[0]
 
 
 def array_module_for(device: str):

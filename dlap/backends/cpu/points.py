@@ -609,7 +609,7 @@ def two_cheapest(indptr, indices, costs, prices, i):
 
 @njit(cache=True)
 def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, eps_end,
-                   factor, lone_gap, check_after, bid_limit, counters):
+                   factor, lone_gap, check_after, bid_limit, reached, counters):
     """Bertsekas' auction with ε-scaling on a sparse graph (Gauss-Seidel: one free row bids at a
     time), from prices ``v`` and a matching: each phase frees the rows that break
     ε-complementary slackness (:func:`release_loose_rows`), and each free row takes its cheapest
@@ -620,11 +620,12 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     then ε is divided by ``factor`` until it reaches ``eps_end``. Leaves every row assigned
     within ``eps_end`` of its cheapest column, and unassigned columns at price 0, the highest.
     Returns False where the rows in sight have no perfect matching: a row without edges, or a
-    free row with no augmenting path at all (costs ignored: :func:`has_augmenting_path`; the
-    next row to bid, asked after ``check_after`` bids in a phase and after each ``check_after``
-    more, until every row has been matched once: the price war of a Hall violator goes on among
-    its own free rows), or more than ``bid_limit`` bids in a phase (a guard).
-    ``counters``: [0] bids, [1] phases."""
+    free row with no augmenting path at all (costs ignored: :func:`dead_end`; the next row to
+    bid, asked after ``check_after`` bids in a phase and after each ``check_after`` more, until
+    every row has been matched once: the price war of a Hall violator goes on among its own free
+    rows), ``reached[:counters[2]]`` then listing rows the core gives fewer columns than
+    themselves; or more than ``bid_limit`` bids in a phase (a guard; ``counters[2] = 0``).
+    ``counters``: [0] bids, [1] phases, [2] as said."""
     n = indptr.shape[0] - 1
     size = n + 1
     queue = np.empty(size, dtype=np.int64)
@@ -640,7 +641,8 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
         bids, check = 0, check_after
         while waiting:
             if bids >= check and not matchable:
-                if not has_augmenting_path(indptr, indices, col4row, row4col, queue[head]):
+                counters[2] = dead_end(indptr, indices, col4row, row4col, queue[head], reached)
+                if counters[2]:
                     counters[0] += bids
                     return False
                 check += check_after
@@ -649,7 +651,8 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
             waiting -= 1
             w1, w2, e1 = two_cheapest(indptr, indices, costs, v, i)
             if e1 < 0 or bids >= bid_limit:
-                counters[0] += bids
+                reached[0] = i
+                counters[0], counters[2] = counters[0] + bids, 1 if e1 < 0 else 0
                 return False
             bids += 1
             j1 = indices[e1]
@@ -667,6 +670,7 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
             reversed_bids = reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row,
                                             row4col, eps, bid_limit)
             if reversed_bids < 0:
+                counters[2] = 0
                 return False
             bids += reversed_bids
         counters[0] += bids
@@ -677,13 +681,16 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
 
 
 @njit(cache=True)
-def has_augmenting_path(indptr, indices, col4row, row4col, row):
-    """Whether a path alternating between the graph's edges and the matching leads from the free
-    ``row`` to a free column (costs ignored: :func:`match_rows` on copies). Where none does, the
-    graph has no matching of every row (it and a perfect one would make such a path)."""
-    scanned, counters = np.empty(col4row.shape[0], dtype=np.int64), np.zeros(3, dtype=np.int64)
+def dead_end(indptr, indices, col4row, row4col, row, reached):
+    """0 where a path alternating between the graph's edges and the matching leads from the free
+    ``row`` to a free column (costs ignored: :func:`match_rows` on copies); else how many rows
+    its search reached, listed in ``reached``: they and the columns they reach, all matched among
+    them, are a set of rows with fewer columns than rows, which no matching of every row has."""
+    counters = np.zeros(3, dtype=np.int64)
     rows = np.full(1, row, dtype=np.int64)
-    return match_rows(indptr, indices, col4row.copy(), row4col.copy(), rows, scanned, counters) < 0
+    if match_rows(indptr, indices, col4row.copy(), row4col.copy(), rows, reached, counters) < 0:
+        return 0
+    return counters[2]
 
 
 @njit(cache=True)

@@ -111,7 +111,7 @@ def test_a_warm_auction_that_gives_up_leaves_no_violator_behind(n, m, monkeypatc
     assert result.stats.phase_counts["pricing_rounds"] >= 2
 
 
-@pytest.mark.parametrize("n, m", [(400, 400), (300, 360)])
+@pytest.mark.parametrize("n, m", [(450, 450), (300, 360)])
 def test_a_repair_that_costs_more_than_an_auction_gives_way_to_it(n, m, monkeypatch):
     """A repair whose searches pass their budget is undone and the round solved by the auction
     instead, to the same optimum; with no budget at all every repair gives way."""

@@ -614,7 +614,10 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     time), from prices ``v`` and a matching: each phase frees the rows that break
     ε-complementary slackness (:func:`release_loose_rows`), and each free row takes its cheapest
     column ``c - v``, lowering its price by the gap to its second cheapest plus ε and displacing
-    its holder (a row with one edge bids ``lone_gap`` plus ε, at least the spread of the costs);
+    its holder (a row with one edge bids ``lone_gap`` plus ε, at least the spread of the costs),
+    who bids next once every row has been matched (its edges and the columns it bids for are the
+    bidder's neighbours, still in the caches; before, it queues behind the free rows, whose price
+    war a core without a perfect matching would otherwise follow for longer);
     on a rectangular graph (fewer rows than columns) the unassigned columns then bid in reverse
     (:func:`reverse_auction`, the graph's columns ``col_indptr``/``col_rows``/``col_costs``);
     then ε is divided by ``factor`` until it reaches ``eps_end``. Leaves every row assigned
@@ -639,16 +642,20 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
                 waiting += 1
         head, tail = 0, waiting
         bids, check = 0, check_after
-        while waiting:
+        chase = -1
+        while waiting or chase >= 0:
             if bids >= check and not matchable:
                 counters[2] = dead_end(indptr, indices, col4row, row4col, queue[head], reached)
                 if counters[2]:
                     counters[0] += bids
                     return False
                 check += check_after
-            i = queue[head]
-            head = head + 1 if head + 1 < size else 0
-            waiting -= 1
+            if chase >= 0:
+                i, chase = chase, -1
+            else:
+                i = queue[head]
+                head = head + 1 if head + 1 < size else 0
+                waiting -= 1
             w1, w2, e1 = two_cheapest(indptr, indices, costs, v, i)
             if e1 < 0 or bids >= bid_limit:
                 reached[0] = i
@@ -660,9 +667,12 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
             holder = row4col[j1]
             if holder >= 0:
                 col4row[holder] = -1
-                queue[tail] = holder
-                tail = tail + 1 if tail + 1 < size else 0
-                waiting += 1
+                if matchable:
+                    chase = holder
+                else:
+                    queue[tail] = holder
+                    tail = tail + 1 if tail + 1 < size else 0
+                    waiting += 1
             row4col[j1] = i
             col4row[i] = j1
         matchable = True

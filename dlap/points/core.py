@@ -38,6 +38,11 @@ from .metrics import METRIC_IDS
 
 #: each row's candidates to start from, and the most violators of a row one pricing pass adds
 DEFAULT_CANDIDATES = 32
+#: point sets of more than 10^4 rows start from this many more candidates for each tenfold more
+#: rows, up to MOST_CANDIDATES (:func:`candidates_for`: the optimum's edges between uniform points
+#: reach further among the neighbours the more points there are: docs/benchmarks.md, "Point sets")
+CANDIDATES_PER_DECADE = 16
+MOST_CANDIDATES = 48
 #: pricing's tolerance: a pair is a violator when its reduced cost is below -PRICING_RTOL times
 #: the magnitudes it is computed from, the largest duals' included (the duals were computed from
 #: them: a pair of cost 0 between duals of 1e-17 is their rounding, not a violation)
@@ -72,6 +77,13 @@ MAX_ROUNDS = 1000
 #: rounds share the rest, each half of what is left (uniform 2-D points, n = 50000, CPU: 12%,
 #: 24%, then rounds of 27%, 22%, 7%, ...: dlap bench --suite progress)
 PROGRESS_SHARES = (0.15, 0.4)
+
+
+def candidates_for(n_rows: int) -> int:
+    """Each row's candidates for a point set of ``n_rows`` rows: ``DEFAULT_CANDIDATES`` up to
+    10^4 rows, then ``CANDIDATES_PER_DECADE`` more for each tenfold, at most ``MOST_CANDIDATES``."""
+    grown = DEFAULT_CANDIDATES + CANDIDATES_PER_DECADE * math.log10(max(n_rows, 1) / 1e4)
+    return int(min(MOST_CANDIDATES, max(DEFAULT_CANDIDATES, round(grown))))
 
 
 class SparseCore:

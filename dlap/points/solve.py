@@ -50,7 +50,8 @@ def solve_points(a, b, metric: Metric = "euclidean", *, p: float | None = None, 
         a GPU and the sets have at least 512 x 512 pairs; else the CPU.
     candidates : int, optional
         Each row's nearest columns the first core holds (default
-        :data:`dlap.points.core.DEFAULT_CANDIDATES`); pricing adds whatever the optimum needs.
+        :func:`dlap.points.core.candidates_for` the shorter set's size: 32 up to 10^4 points, 48
+        from 10^5); pricing adds whatever the optimum needs.
     progress : callable or bool, optional
         ``callback(update)`` with a :class:`dlap.SolveProgress` at each stage (candidates, the
         core solve, each pricing round), or True for a progress bar after a second.
@@ -96,13 +97,13 @@ class PointsProblem:
     core's solution back into the caller's :class:`~dlap.Assignment`."""
 
     def __init__(self, a, b, metric: str, p: float | None, device: str, candidates: int | None):
-        from .core import DEFAULT_CANDIDATES
+        from .core import candidates_for
         from .costs import PointCosts
 
         check_choice("device", device, DEVICES)
         self.exponent = check_metric(metric, p)
-        candidates = DEFAULT_CANDIDATES if candidates is None else candidates
-        if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or candidates < 1:
+        if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer))
+                                       or candidates < 1):
             raise ValueError(f"candidates must be a positive integer; got {candidates!r}")
         (a, self.give_back), (b, _) = adopt(a), adopt(b)
         self.on_gpu = is_device_array(a) or is_device_array(b)
@@ -112,7 +113,7 @@ class PointsProblem:
         if self.device == "cpu":
             a, b = to_host(a), to_host(b)
         a, b = check_points(a, b, self.xp)
-        self.metric, self.candidates = metric, int(candidates)
+        self.metric = metric
         self.costs = PointCosts(a, b, metric, self.exponent, self.device)
         n, m = self.costs.shape
         self.transposed = n > m
@@ -123,6 +124,7 @@ class PointsProblem:
                                     if side.a_norms.size else side.a_norms, side.b_norms[self.xp.asarray(self.col_order)]
                                     if side.b_norms.size else side.b_norms)
         self.rows = min(n, m)
+        self.candidates = candidates_for(self.rows) if candidates is None else int(candidates)
 
     @staticmethod
     def sign(maximize: bool) -> float:

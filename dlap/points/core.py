@@ -8,8 +8,8 @@ Lee & Orlin's sparse core with pricing, as in column generation:
    rectangular one reverse too), then its exact assignment by shortest augmenting paths from them
    (Jonker & Volgenant's augmenting row reduction, then Dijkstra as in Crouse's rectangular
    algorithm, with implicit rows for the columns left over); where the auction or a search finds
-   rows the core gives fewer columns than themselves, they get edges to their nearest columns
-   outside those, and the solve goes on;
+   rows the core gives fewer columns than themselves, they get edges to their nearest free
+   columns, and the solve goes on;
 3. **pricing**: every one of the n x m pairs' reduced cost ``c_ij - u_i - v_j`` against the core's
    duals; pairs below zero join the core, which is solved again warm: by the auction where many
    rows have new edges, else by letting the rows whose pairs the new edges undercut go and
@@ -67,10 +67,10 @@ WARM_AUCTION_SHARE = 0.05
 #: before the searches' heap lowered keys in place; 3, about their ratio since, was slower:
 #: docs/benchmarks.md, "Point sets")
 SEARCH_COLUMN_BIDS = 8
-#: a search that reaches no free column gives each row it reached edges to this many of its nearest
-#: columns it did not reach (as many as the rows reached grew the core by their square each time:
-#: docs/benchmarks.md, "Point sets")
-UNREACHED_COLUMN_EDGES = 8
+#: a search that reaches no free column gives each row it reached edges to this many nearest free
+#: columns (one makes its root matchable; as many as the rows reached grew the core by their
+#: square each time: docs/benchmarks.md, "Point sets")
+FREE_COLUMN_EDGES = 8
 #: the most pricing rounds before the engine gives up (a bound the tests never reach)
 MAX_ROUNDS = 1000
 #: where the candidates' and the first core solve's parts of a progress bar end; the pricing
@@ -230,8 +230,7 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
     with _timed("core_solve"):
         solution.start(core)
         while (short := _auction(core, solution, square, counts)) is not None and short.size:
-            core.add(*_to_unreached_columns(search, core, short))  # the nearest neighbours match not every row
-            counts["unmatchable"] = counts.get("unmatchable", 0) + 1
+            _make_matchable(search, core, solution, counts, short)  # the nearest neighbours match not every row
             solution.start(core)
         _assign_all(search, core, solution, square, counts)
     auction_bids = counts.get("auction_bids", 0)
@@ -277,8 +276,9 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     reverse), from the solution's prices and matching, ε from ``first_eps`` (else
     ``AUCTION_FIRST_EPS`` of the costs' spread) down to ``AUCTION_LAST_EPS``; the rows not tight
     under them are let go for the exact solve (returns None). Where the auction finds no perfect
-    matching of the core, the solution is left as it was, and it returns rows the core gives
-    fewer columns than themselves (none where its guard stopped it first)."""
+    matching of the core, it returns rows the core gives fewer columns than themselves, the
+    solution's matching then the auction's (for :func:`_make_matchable` to go on from); where its
+    guard stopped it, none, the solution as it was."""
     from ..backends.cpu import points as core_kernels
 
     indptr, indices, costs = core.csr()
@@ -296,6 +296,8 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     counts["auction_bids"] = counts.get("auction_bids", 0) + int(counters[0])
     counts["auction_phases"] = counts.get("auction_phases", 0) + int(counters[1])
     if not settled:
+        if counters[2]:
+            solution.col4row[:], solution.row4col[:] = col4row, row4col
         return reached[: counters[2]]
     core_kernels.release_loose_rows(indptr, indices, costs, v, col4row, row4col, 0.0)
     solution.v[:], solution.col4row[:], solution.row4col[:] = v, col4row, row4col
@@ -355,7 +357,7 @@ def _restart(core, solution, square, counts, rows, cols, costs) -> None:
 
 def _assign_all(search, core, solution, square, counts, budget: int | None = None) -> bool:
     """Augment every free row; where a search finds no free column, join the rows it reached to
-    their nearest columns it did not reach and go on. The core is solved on the host, whichever device
+    their nearest free columns and go on. The core is solved on the host, whichever device
     computes the costs. Returns False where the searches passed ``budget`` columns reached (the
     rows not searched yet are left free)."""
     from ..backends.cpu import points as core_kernels
@@ -376,7 +378,7 @@ def _assign_all(search, core, solution, square, counts, budget: int | None = Non
                                      solution.row4col, free, scanned, counters, budget)
         if stuck < 0:
             break
-        rows, cols, new_costs = _to_unreached_columns(search, core, scanned[: counters[2]])
+        rows, cols, new_costs = _to_free_columns(search, core, scanned[: counters[2]], solution.row4col)
         core.add(rows, cols, new_costs)
         counts["dead_ends"] = counts.get("dead_ends", 0) + 1
         _restart(core, solution, square, counts, rows, cols, new_costs)
@@ -385,16 +387,38 @@ def _assign_all(search, core, solution, square, counts, budget: int | None = Non
     return stuck != core_kernels.OVER_BUDGET
 
 
-def _to_unreached_columns(search, core, rows):
+def _make_matchable(search, core, solution, counts, short) -> None:
+    """Grow the core until it matches every row, ignoring costs, from the matching of an auction
+    that found the rows ``short`` unmatchable: edges from them to their nearest free columns, then
+    a search for a free column from each row still free, and where one finds none, edges from the
+    rows it reached (:func:`_to_free_columns`)."""
+    from ..backends.cpu import points as core_kernels
+
+    counters, scanned = np.zeros(3, dtype=np.int64), np.empty(core.n_rows, dtype=np.int64)
+    rows = np.flatnonzero(solution.col4row < 0)
+    while short is not None:
+        core.add(*_to_free_columns(search, core, short, solution.row4col))
+        counts["unmatchable"] = counts.get("unmatchable", 0) + 1
+        indptr, indices, _ = core.csr()
+        stuck = core_kernels.match_rows(indptr, indices, solution.col4row, solution.row4col, rows, scanned, counters)
+        short = scanned[: counters[2]] if stuck >= 0 else None
+        rows = rows[max(stuck, 0) :]
+
+
+def _to_free_columns(search, core, rows, row4col):
     """Edges from ``rows`` (those a search reached without finding a free column: the core gives
-    them fewer columns than rows) to their ``UNREACHED_COLUMN_EDGES`` nearest columns outside the
-    core's columns of any of them. Where a matrix forbids every such pair, the rows have fewer
-    allowed columns than themselves (Hall's condition): :class:`InfeasibleError`."""
-    indptr, indices, _ = core.csr()
-    reached = np.concatenate([indices[indptr[r] : indptr[r + 1]] for r in rows.tolist()])
-    columns = np.setdiff1d(np.arange(core.n_cols), reached)
-    if columns.size:
-        found = search.nearest_among(rows, columns, min(columns.shape[0], UNREACHED_COLUMN_EDGES))
+    them fewer columns than rows) to their ``FREE_COLUMN_EDGES`` nearest free columns; where a
+    matrix forbids every such pair, to their nearest columns the search did not reach. Where there
+    are none either, the rows have fewer allowed columns than themselves (Hall's condition):
+    :class:`InfeasibleError`."""
+    for columns in (np.flatnonzero(row4col < 0), None):
+        if columns is None:
+            indptr, indices, _ = core.csr()
+            reached = np.concatenate([indices[indptr[r] : indptr[r + 1]] for r in rows.tolist()])
+            columns = np.setdiff1d(np.arange(core.n_cols), reached)
+        if not columns.size:
+            continue
+        found = search.nearest_among(rows, columns, min(columns.shape[0], FREE_COLUMN_EDGES))
         allowed = found[1] >= 0  # a matrix's forbidden entries are no edges
         if allowed.any():
             return tuple(x[allowed] for x in found)

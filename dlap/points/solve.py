@@ -119,12 +119,18 @@ class PointsProblem:
         self.transposed = n > m
         side = self.costs.T if self.transposed else self.costs
         self.row_order, self.col_order = spatial_order(side.a), spatial_order(side.b)
-        self.rows_side = PointCosts(side.a[self.xp.asarray(self.row_order)], side.b[self.xp.asarray(self.col_order)],
-                                    metric, self.exponent, self.device, side.a_norms[self.xp.asarray(self.row_order)]
-                                    if side.a_norms.size else side.a_norms, side.b_norms[self.xp.asarray(self.col_order)]
-                                    if side.b_norms.size else side.b_norms)
+        self.rows_side = PointCosts(*(self._in_order(x, order) for x, order in (
+            (side.a, self.row_order), (side.b, self.col_order))), metric, self.exponent, self.device,
+            *(self._in_order(x, order) for x, order in ((side.a_norms, self.row_order), (side.b_norms, self.col_order))))
         self.rows = min(n, m)
         self.candidates = candidates_for(self.rows) if candidates is None else int(candidates)
+
+    def _in_order(self, x, order):
+        """``x`` (points, or their norms: empty unless the metric needs them) renumbered by
+        ``order``; ``x`` itself where that is its own order (no copy)."""
+        if not x.size or np.array_equal(order, np.arange(order.shape[0])):
+            return x
+        return x[self.xp.asarray(order)]
 
     @staticmethod
     def sign(maximize: bool) -> float:

@@ -616,8 +616,8 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     column ``c - v``, lowering its price by the gap to its second cheapest plus ε and displacing
     its holder (a row with one edge bids ``lone_gap`` plus ε, at least the spread of the costs),
     who bids next once every row has been matched (its edges and the columns it bids for are the
-    bidder's neighbours, still in the caches; before, it queues behind the free rows, whose price
-    war a core without a perfect matching would otherwise follow for longer);
+    bidder's neighbours, still in the caches; until then it queues behind the free rows: chasing
+    it would follow the price war of a core without a perfect matching for longer);
     on a rectangular graph (fewer rows than columns) the unassigned columns then bid in reverse
     (:func:`reverse_auction`, the graph's columns ``col_indptr``/``col_rows``/``col_costs``);
     then ε is divided by ``factor`` until it reaches ``eps_end``. Leaves every row assigned

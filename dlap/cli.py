@@ -35,6 +35,8 @@ DEMO_N = 2000
 #: the top-left corner of a matrix the commands solve before the timed solve: large enough that
 #: every phase runs, so the timed solve compiles and loads no kernel
 WARM_CORNER = 100
+#: ``dlap bench``'s timed runs of each case where ``--repeat`` is not given (the points suite: 1)
+REPEAT = 3
 #: the errors the command reports on one line: bad input, a missing device or extra, a file,
 #: a cluster that cannot be reached or lost a worker
 USER_ERRORS = (ValueError, TypeError, RuntimeError, MemoryError, OSError, ImportError)
@@ -302,7 +304,7 @@ def _bench_grid(args) -> int:
         cases = bench.grid(args.n or [1000, 2000, 4000], args.families or ["uniform:1", "uniform:10", "float"])
         solvers = args.solvers or (bench.GPU_SOLVERS if gpu else ["dlap", "lap", "scipy"])
     records = bench.run(
-        cases, solvers, repeat=args.repeat, seed=args.seed, out=args.json,
+        cases, solvers, repeat=args.repeat or REPEAT, seed=args.seed, out=args.json,
         timings=("host", "device") if gpu else ("host",), peer_budget=args.peer_budget, m_ratio=args.m_ratio,
     )
     _print_table(args, bench.table(records))
@@ -323,7 +325,7 @@ def _print_table(args, text: str) -> None:
 def _bench_first_calls(args) -> int:
     from .bench import first_calls
 
-    records = first_calls.run(repeat=args.repeat, out=args.json)
+    records = first_calls.run(repeat=args.repeat or REPEAT, out=args.json)
     _print_table(args, first_calls.table(records))
     return 0
 
@@ -339,7 +341,7 @@ def _bench_progress(args) -> int:
 def _bench_batch(args) -> int:
     from .bench import batch
 
-    records = batch.run(args.solvers or batch.SOLVERS[args.device], repeat=args.repeat, seed=args.seed, out=args.json)
+    records = batch.run(args.solvers or batch.SOLVERS[args.device], repeat=args.repeat or REPEAT, seed=args.seed, out=args.json)
     _print_table(args, batch.table(records))
     return 0 if all(r["agrees"] for r in records) else 1
 
@@ -356,7 +358,7 @@ def _bench_points(args) -> int:
     from .bench import points
 
     records = points.run(sizes=args.n, device=args.device, seed=args.seed, out=args.json,
-                         families=args.families or ("uniform",), m_ratio=args.m_ratio)
+                         families=args.families or ("uniform",), m_ratio=args.m_ratio, repeat=args.repeat or 1)
     _print_table(args, points.table(records))
     return 0 if all(r.get("optimal", True) and r.get("same_optimum", True) for r in records) else 1
 
@@ -364,7 +366,7 @@ def _bench_points(args) -> int:
 def _bench_deadlines(args) -> int:
     from .bench import deadlines
 
-    records = deadlines.run(repeat=args.repeat, out=args.json)
+    records = deadlines.run(repeat=args.repeat or REPEAT, out=args.json)
     _print_table(args, deadlines.table(records))
     return 0
 
@@ -454,7 +456,8 @@ def parser() -> argparse.ArgumentParser:
                    help="dlap, dlap-tree, dlap-classical, dlap-hybrid, dlap-scaling, dlap-gpu, dlap-gpu-tree, "
                         "dlap-gpu-classical, dlap-gpu-hybrid, dlap-gpu-scaling, scipy, lap, lapx "
                         "(lapx from the folder DLAP_LAPX_DIR when lap is installed too)")
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=None,
+                   help="timed runs of each case, their median reported (default 3; points: 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--peer-budget", type=float, default=60.0,
                    help="skip a CPU solver where its extrapolated time passes this many seconds")

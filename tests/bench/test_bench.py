@@ -51,9 +51,10 @@ def test_the_points_suite_runs_from_the_command(tmp_path, capsys):
         assert f"| shifted | 200 x {m} | cpu |" in shown and "NO" not in shown
     out.unlink()
     assert cli.main(["bench", "--suite", "points", "--n", "200", "--families", "uniform:sqeuclidean",
-                     "--json", str(out)]) == 0
+                     "--repeat", "2", "--json", str(out)]) == 0
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["metric"] == "sqeuclidean" and record["optimal"] and record["same_optimum"]
+    assert record["repeat"] == 2
     assert cli.main(["bench", "--suite", "points", "--n", "200", "--families", "uniform:hamming"]) == 2
     assert "unknown metric 'hamming'" in capsys.readouterr().err
 

@@ -7,11 +7,11 @@ For every family and size (Euclidean, cosine for ``embeddings``, or the metric n
 ``uniform:sqeuclidean``), after untimed runs that compile
 every kernel (on the GPU one at the size itself: CuPy compiles some kernels per size): the
 sparse-core engine's time from the points to the certified assignment's indices (points on the
-device named, as NumPy or CuPy arrays, before the timer starts), its phases (candidates, core
-solve, pricing), rounds and core size (of the median of ``repeat`` runs), the peak memory (the process's resident set; on the GPU
-the memory pool's peak too), and ``verify()``'s all-pairs proof: through k-d trees for the host's
-points (any size), by a scan of every pair for the GPU's, where it stays within
-``VERIFY_PAIRS``. The dense engine (``dlap.solve`` on the matrix of the same costs, made on the
+device named, as NumPy or CuPy arrays, before the timer starts; the median of ``repeat`` runs),
+its phases (candidates, core solve, pricing), rounds and core size (of that run), the peak memory
+(the process's resident set; on the GPU the memory pool's peak too), and ``verify()``'s
+all-pairs proof: through k-d trees for the host's points (any size), by a scan of every pair for
+the GPU's, where it stays within ``VERIFY_PAIRS``. The dense engine (``dlap.solve`` on the matrix of the same costs, made on the
 device) runs where the matrix has at most ``DENSE_PAIRS`` entries.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import platform
 import resource
+import statistics
 import time
 
 from ..api import solve
@@ -84,10 +85,11 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, fa
             a, b = _points(family, n, m, seed, device)
             if device == "gpu":  # one untimed run at this size: CuPy compiles some of its kernels per size
                 solve_points(a, b, metric, device=device)
-            seconds, result = _median(repeat, device, solve_points, a, b, metric)
+            times, result = _timed_runs(repeat, device, a, b, metric)
             record = {
                 "suite": "points", "family": family, "metric": metric, "n": n, "m": m, "device": device,
-                "host": platform.node(), "solve_s": round(seconds, 3), "repeat": repeat, "objective": result.objective,
+                "host": platform.node(), "solve_s": round(statistics.median(times), 3), "repeat": times,
+                "objective": result.objective,
                 "phase_seconds": {k: round(v, 3) for k, v in result.stats.phase_seconds.items()},
                 "phase_counts": dict(result.stats.phase_counts),
                 "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
@@ -117,18 +119,18 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, fa
     return records
 
 
-def _median(repeat: int, device: str, solve_once, a, b, metric: str):
-    """The median of ``repeat`` timed runs of ``solve_once(a, b, metric, device=device)``, as the
-    other suites time: (seconds, that run's result)."""
+def _timed_runs(repeat: int, device: str, a, b, metric: str):
+    """``repeat`` timed runs of ``solve_points`` (at least one): their seconds, as the grid suite
+    records them, and the result of the run at their median (the upper one of an even count)."""
     runs = []
     for _ in range(max(1, repeat)):
         _synchronize(device)
         started = time.perf_counter()
-        result = solve_once(a, b, metric, device=device)
+        result = solve_points(a, b, metric, device=device)
         _synchronize(device)
         runs.append((time.perf_counter() - started, result))
-    runs.sort(key=lambda run: run[0])
-    return runs[len(runs) // 2]
+    times = [seconds for seconds, _ in runs]
+    return times, sorted(runs, key=lambda run: run[0])[len(runs) // 2][1]
 
 
 def table(records) -> str:

@@ -19,7 +19,7 @@ def solve_sparse(matrix, stats: Stats, progress=None):
     the answer (``stats.phase_counts["sparse_imprecise"]``): the caller then runs another method."""
     stats.method = "sparse"
     search = MatrixSearch(matrix)
-    solution = core.solve_core(search, stats, core.DEFAULT_CANDIDATES, progress)  # the default as it is now
+    solution = core.solve_core(search, stats, core.DEFAULT_CANDIDATES, progress)  # read at each call (tests set it)
     n_rows, n_cols = matrix.shape
     matched = search.pair_costs(np.arange(n_rows), solution.col4row)
     if not gap_closes(matched, search.reduced_minima(solution.v), solution.v,

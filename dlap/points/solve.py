@@ -119,9 +119,9 @@ class PointsProblem:
         self.transposed = n > m
         side = self.costs.T if self.transposed else self.costs
         self.row_order, self.col_order = spatial_order(side.a), spatial_order(side.b)
-        self.rows_side = PointCosts(*(self._in_order(x, order) for x, order in (
-            (side.a, self.row_order), (side.b, self.col_order))), metric, self.exponent, self.device,
-            *(self._in_order(x, order) for x, order in ((side.a_norms, self.row_order), (side.b_norms, self.col_order))))
+        rows, cols = self.row_order, self.col_order
+        self.rows_side = PointCosts(self._in_order(side.a, rows), self._in_order(side.b, cols), metric, self.exponent,
+                                    self.device, self._in_order(side.a_norms, rows), self._in_order(side.b_norms, cols))
         self.rows = min(n, m)
         self.candidates = candidates_for(self.rows) if candidates is None else int(candidates)
 

@@ -1,6 +1,7 @@
 """``dlap bench``'s suites run end to end at small sizes: records, tables, agreement."""
 
 import json
+import statistics
 
 from dlap import cli
 from dlap.bench import deadlines
@@ -54,7 +55,7 @@ def test_the_points_suite_runs_from_the_command(tmp_path, capsys):
                      "--repeat", "2", "--json", str(out)]) == 0
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["metric"] == "sqeuclidean" and record["optimal"] and record["same_optimum"]
-    assert record["repeat"] == 2
+    assert len(record["repeat"]) == 2 and abs(statistics.median(record["repeat"]) - record["solve_s"]) < 1e-3
     assert cli.main(["bench", "--suite", "points", "--n", "200", "--families", "uniform:hamming"]) == 2
     assert "unknown metric 'hamming'" in capsys.readouterr().err
 

@@ -105,15 +105,16 @@ def solve(
         ``"auto"``: Jonker-Volgenant initialisation, then ε-scaling for a square matrix where it
         leaves more than a tenth of the rows free (structured costs; on a GPU a twentieth), and
         ``"sparse"`` for such a float matrix if it is rectangular, or on the CPU if JV left at
-        most half its rows free (distances within point sets); otherwise on a GPU the hybrid and
+        most half its rows free (distances within point sets; integers too, where they span
+        more than n values); otherwise on a GPU the hybrid and
         on the CPU classical for integer costs spanning at most n values and the tree variant
         for the rest (see :mod:`dlap.hungarian.auto`; ``stats.method`` says which ran).
         ``"dgs"``: Deep Greedy Switching (:mod:`dlap.dgs`), a heuristic: the result has
         ``heuristic=True``, the number of 2-exchanges in ``stats.switches`` and a
         ``lower_bound`` from the row and column reductions.
         ``"sparse"``: the sparse-core engine of :func:`dlap.solve_points` on the matrix's cheapest
-        entries, every entry priced against its duals until none is below them (exact; float
-        matrices; on the GPU for a CuPy matrix or ``device="gpu"``, its core solved on the host).
+        entries, every entry priced against its duals until none is below them (exact; an
+        integer matrix's duals are whole numbers; on the GPU for a CuPy matrix or ``device="gpu"``, its core solved on the host).
     device : {"auto", "cpu", "gpu"}
         ``"auto"``: the GPU for a CuPy array, or for a matrix of at least ``GPU_MIN_ENTRIES``
         entries when CuPy sees a GPU; the CPU otherwise.
@@ -181,9 +182,6 @@ def solve(
     # a GPU solve checks (and negates) a float matrix on the GPU, as it copies it there; DGS's
     # host start reads the matrix as prepared
     problem = prepare(cost, maximize, deferred=device == "gpu" and method not in ("dgs", "sparse"))
-    if method == "sparse" and problem.is_integer:
-        raise ValueError("method='sparse' solves float matrices (its duals are floats); integer costs: "
-                         "any other method")
     stats = Stats(device=device)
     if problem.matrix.size == 0:
         row_match, u, v = np.empty(0, dtype=np.int64), np.zeros(problem.n_rows), np.zeros(problem.n_cols)
@@ -268,7 +266,7 @@ def _run(backend, problem: Problem, stats: Stats, method, init, roots, progress)
     with ProgressBar(progress) as callback:
         handed_over = run_method(backend, state, stats, method, variant=device_variant(backend, problem.matrix),
                                  init="jv" if init == "auto" else init, roots=roots, progress=callback,
-                                 sparse=not problem.is_integer)
+                                 sparse=True, integer=problem.is_integer)
     if handed_over:
         matrix, exponent = backend.placed_matrix(state)
         return dataclasses.replace(problem, matrix=matrix, deferred=False,

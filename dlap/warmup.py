@@ -51,8 +51,6 @@ def _matrix_paths(device: str, dtype) -> list[tuple[str, Callable[[], object]]]:
     variants += [{"shape": square, "roots": roots} for roots in ROOTS]
     paths = []
     for method in (m for m in METHODS if m != "dgs"):
-        if method == "sparse" and np.dtype(dtype).kind != "f":
-            continue  # float matrices only
         for k, variant in enumerate(variants):
             if method == "sparse" and ("init" in variant or "roots" in variant):
                 continue  # options of the Hungarian methods

@@ -210,6 +210,37 @@ def test_the_trees_certificate_is_the_scan_of_every_pair(n, m, d, metric, maximi
         assert not trees.optimal
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("wrong", ["none", "swap", "duals"])
+@pytest.mark.parametrize("metric", METRICS)
+def test_the_certificate_of_gpu_points_through_the_trees_is_the_gpus_scan(metric, wrong):
+    """verify() of CuPy points asks the host's k-d trees: the same verdict, objective, bound and
+    gap as the GPU's scan of every pair (a block of the costs), on the answer and on wrong ones;
+    minkowski's (whose pow differs between the devices in the last places) scans the GPU's costs."""
+    import cupy
+
+    from dlap.certificate import certify
+    from dlap.points.costs import PointCosts
+
+    rng = np.random.default_rng(5)
+    a, b = (cupy.asarray(x) for x in (rng.random((300, 2)) + 0.1, rng.random((260, 2)) + 0.1))
+    p = 1.5 if metric == "minkowski" else 2.0
+    result = dlap.solve_points(a, b, metric, p=p if metric == "minkowski" else None)
+    costs = PointCosts(a, b, metric, p, "gpu")
+    assert (costs._search(1.0) is None) == (metric == "minkowski")
+    rows, cols, u, v = result.row_ind, result.col_ind.copy(), result.row_duals, result.col_duals
+    if wrong == "swap":
+        cols[[0, 1]] = cols[[1, 0]]
+    elif wrong == "duals":
+        u = u + 1e-3
+    objective = float(costs[rows, cols].sum())
+    trees = certify(costs, rows, cols, objective, u, v)
+    scan = certify(costs[0:300], rows, cols, objective, u, v)
+    assert (trees.optimal, trees.primal, trees.lower_bound, trees.gap) == (scan.optimal, scan.primal,
+                                                                           scan.lower_bound, scan.gap)
+    assert trees.optimal == (wrong == "none")
+
+
 def test_a_result_pickles_with_its_points():
     rng = np.random.default_rng(4)
     result = dlap.solve_points(rng.random((30, 3)), rng.random((20, 3)), "cityblock")
@@ -459,3 +490,36 @@ def test_the_core_by_column_is_its_transpose():
         mine = slice(indptr[j], indptr[j + 1])
         expected = np.flatnonzero(core.cols == j)  # keys ascend by row, then column
         assert np.array_equal(rows[mine], core.rows[expected]) and np.array_equal(costs[mine], core.costs[expected])
+
+
+def test_a_cores_first_edges_are_those_add_gives():
+    """SparseCore.fill (each row's columns sorted in place) builds the core SparseCore.add builds
+    from the same lists: keys ascending, a repeated column once with its first cost, -1 none."""
+    from dlap.points.core import SparseCore
+
+    rng = np.random.default_rng(7)
+    index, costs = rng.integers(-1, 30, (60, 9)), rng.random((60, 9))
+    index[5] = -1
+    filled, added = SparseCore(60, 30), SparseCore(60, 30)
+    filled.fill(index, costs)
+    added.add(np.repeat(np.arange(60), 9), index.ravel(), costs.ravel())
+    assert filled.size == added.size < index.size
+    assert np.array_equal(filled.keys, added.keys) and np.array_equal(filled.costs, added.costs)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cityblock", "cosine"])
+def test_the_queries_reuse_the_trees_that_numbered_the_points(metric):
+    """PointsProblem's k-d trees (perm the identity over the renumbered points) answer the queries
+    as trees built afresh; cosine's trees are over the normalised points, so built afresh."""
+    from dlap.points.search import PairSearch
+    from dlap.points.solve import PointsProblem
+
+    a, b = generate.points("uniform", 700, 900, seed=2)
+    problem = PointsProblem(a, b, metric, None, "cpu", None)
+    side = problem.rows_side
+    searches = [PairSearch(side.kernels, side.a, side.b, side.a_norms, side.b_norms, metric, 2.0, 1.0, trees)
+                for trees in (problem.trees, None)]
+    assert (searches[0]._built != {}) == (metric != "cosine")
+    for found, fresh in zip(searches[0].nearest_columns(5) + searches[0].nearest_rows(5),
+                            searches[1].nearest_columns(5) + searches[1].nearest_rows(5), strict=True):
+        assert np.array_equal(found, fresh)

@@ -14,6 +14,7 @@ from .helpers import assert_same_optimum
 from .strategies import SETTINGS, check_strategy
 
 FLOAT_STRATEGIES = ["wide-floats", "float32", "ninth-digit", "forbidden"]
+INTEGER_STRATEGIES = ["ties", "huge-ints", "int32"]
 
 
 @pytest.mark.parametrize("strategy", FLOAT_STRATEGIES)
@@ -153,23 +154,56 @@ def test_which_matrices_auto_gives_the_sparse_engine():
     assert for_the_sparse_engine(1, iid, square=True, structured=False, device="cpu")
     assert not for_the_sparse_engine(0, iid, square=True, structured=False, device="cpu")  # JV solved it
     assert not for_the_sparse_engine(1, iid - 1, square=True, structured=False, device="cpu")
+    assert not for_the_sparse_engine(0, n, square=False, structured=True, device="cpu", integer=True)
+    assert for_the_sparse_engine(n // 5, n, square=True, structured=True, device="cpu", integer=True)
 
 
-@pytest.mark.parametrize("family, m", [("float", 340), ("geometric-int", 303), ("geometric-disjoint", 300),
-                                       ("geometric-benefit", 300)],
-                         ids=["i.i.d. floats", "integers", "square shifted clouds", "square benefit matrix"])
-def test_auto_keeps_the_rest_from_the_sparse_engine(family, m):
-    """What JV says is i.i.d., integer costs (the sparse engine's duals are floats) and square
-    matrices JV leaves more than half free (the ε-scaling engine's) stay where they were."""
-    result = assert_same_optimum(generate.family(family, 300, m=m), family in generate.MAXIMIZE, device="cpu")
+@pytest.mark.usefixtures("small_hand_over")
+@pytest.mark.parametrize("family, f, m", [("float", None, 340), ("geometric-int", None, 303), ("uniform", 1.0, 300),
+                                          ("geometric-disjoint", None, 300), ("geometric-benefit", None, 300)],
+                         ids=["i.i.d. floats", "rectangular integers", "integers spanning n values",
+                              "square shifted clouds", "square benefit matrix"])
+def test_auto_keeps_the_rest_from_the_sparse_engine(family, f, m):
+    """What JV says is i.i.d., rectangular integers and those spanning at most n values (the
+    classical variant's), and square matrices JV leaves more than half free (the ε-scaling
+    engine's) stay where they were."""
+    cost = generate.family(family, 300, f, m=m)
+    result = assert_same_optimum(cost, family in generate.MAXIMIZE, device="cpu")
     assert result.stats.method != "sparse"
 
 
-@pytest.mark.parametrize("cost", [np.arange(9).reshape(3, 3), [[1, 2], [3, 4]], np.eye(3, dtype=bool)],
-                         ids=["int64 array", "list of ints", "bools"])
-def test_integer_matrices_are_refused(cost):
-    with pytest.raises(ValueError, match="float matrices"):
-        dlap.solve(cost, method="sparse")
+@pytest.mark.usefixtures("small_hand_over")
+def test_auto_gives_square_structured_integers_to_the_sparse_engine_on_the_cpu():
+    """Distances within one point set rounded to integers (more than n values): the sparse
+    engine, with whole-number duals the integer certificate checks."""
+    result = assert_same_optimum(generate.family("geometric-int", 400), device="cpu")
+    assert result.stats.method == "sparse" and result.row_duals.dtype == np.int64
+
+
+@pytest.mark.parametrize("candidates", [1, 32])
+@pytest.mark.parametrize("strategy", INTEGER_STRATEGIES)
+def test_integer_matrices_get_whole_duals(strategy, candidates, monkeypatch):
+    """Integers (ties, ±1e12, int32's range): the exact optimum and whole-number duals the
+    integer certificate checks exactly (assert_same_optimum), from cores of 1 and 32 candidates."""
+    import dlap.points.core
+
+    monkeypatch.setattr(dlap.points.core, "DEFAULT_CANDIDATES", candidates)
+    check_strategy(strategy, {"method": "sparse"}, SETTINGS)
+
+
+@pytest.mark.parametrize("family, f, m", [("geometric-int", None, 700), ("ties", 4, 600), ("machol-wien", None, 500)])
+def test_larger_integer_matrices_through_pricing_rounds(family, f, m):
+    """Structured integers whose first cores miss the optimum: their duals stay whole through the
+    auction (rounded down), dead ends, pricing rounds and warm starts: the engine's own duals are
+    whole, not only the caller's (rounded to the nearest whole number)."""
+    from dlap.hungarian.sparse import solve_sparse
+    from dlap.result import Stats
+
+    cost = generate.family(family, 500, f, m=m)
+    result = assert_same_optimum(cost, family in generate.MAXIMIZE, method="sparse", device="cpu")
+    assert result.stats.method == "sparse" and result.row_duals.dtype == np.int64
+    _, u, v = solve_sparse(cost.max() - cost if family in generate.MAXIMIZE else cost, Stats())
+    assert np.array_equal(u, np.floor(u)) and np.array_equal(v, np.floor(v))
 
 
 @pytest.mark.gpu

@@ -218,8 +218,6 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
                 for name, f in dict.fromkeys((c[0], c[1]) for c in cases)]
     for peer in solvers:
         for warm in warmups:
-            if peer.name.endswith("sparse") and warm.dtype.kind != "f":
-                continue  # method="sparse" solves float matrices
             peer.run(peer.place(warm) if peer.place else warm)
     for device in sorted({peer.device for peer in solvers if peer.name.startswith("dlap")}):
         for warm in warmups:  # the ε-scaling engine too: "auto" may hand a larger instance over

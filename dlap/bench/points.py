@@ -10,8 +10,8 @@ sparse-core engine's time from the points to the certified assignment's indices 
 device named, as NumPy or CuPy arrays, before the timer starts; the median of ``repeat`` runs),
 its phases (candidates, core solve, pricing), rounds and core size (of that run), the peak memory
 (the process's resident set; on the GPU the memory pool's peak too), and ``verify()``'s
-all-pairs proof: through k-d trees for the host's points (any size), by a scan of every pair for
-the GPU's, where it stays within ``VERIFY_PAIRS``. The dense engine (``dlap.solve`` on the matrix of the same costs, made on the
+all-pairs proof: through k-d trees for points of at most ``TREE_MAX_DIM`` coordinates (any
+size, either device), else by a scan of every pair where it stays within ``VERIFY_PAIRS`` on the GPU. The dense engine (``dlap.solve`` on the matrix of the same costs, made on the
 device) runs where the matrix has at most ``DENSE_PAIRS`` entries.
 """
 
@@ -27,13 +27,14 @@ from ..api import solve
 from ..generate import points
 from ..points.costs import PointCosts
 from ..points.metrics import check_metric
+from ..points.search import TREE_MAX_DIM
 from ..points.solve import solve_points
 from ..warmup import for_large_solves
 from .grid import columns
 from .records import Records
 
 POINTS_SIZES = [10000, 100000]
-#: verify() of the GPU's points scans every pair: up to this many
+#: verify() of the GPU's points of more than TREE_MAX_DIM coordinates scans every pair: up to this many
 VERIFY_PAIRS = 10**11
 #: the dense engine runs where the matrix has at most this many entries (float64)
 DENSE_PAIRS = {"cpu": 4 * 10**8, "gpu": 2 * 10**9}
@@ -98,7 +99,7 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, fa
                 import cupy
 
                 record["gpu_pool_gib"] = round(cupy.get_default_memory_pool().total_bytes() / 2**30, 2)
-            if device == "cpu" or n * m <= VERIFY_PAIRS:
+            if device == "cpu" or a.shape[1] <= TREE_MAX_DIM or n * m <= VERIFY_PAIRS:
                 started = time.perf_counter()
                 record["optimal"] = bool(result.verify().optimal)
                 record["verify_s"] = round(time.perf_counter() - started, 3)

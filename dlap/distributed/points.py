@@ -134,7 +134,7 @@ class ClusterSearch:
         self.sign = problem.sign(maximize)
         self.metric, self.exponent = problem.metric, problem.exponent
         self.here = PairSearch(side.kernels, side.a, side.b, side.a_norms, side.b_norms, problem.metric,
-                               problem.exponent, self.sign)
+                               problem.exponent, self.sign, problem.trees)
         self.shape = self.here.shape
         self.solve_id = uuid.uuid4().hex[:12]
         self.rounds = 0

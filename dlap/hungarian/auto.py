@@ -25,14 +25,16 @@ Machol-Wien, which the greedy by regret proves optimal at once).
 iteration of the hand-over.
 Rectangular matrices stay with the variants where JV says i.i.d. costs (the extra columns absorb
 the conflicts, and the ε-scaling engine's virtual rows cost more than they save). Where the
-caller allows it (float costs), the sparse-core engine (:mod:`dlap.points.core`,
-``stats.method == "sparse"``) takes instead a rectangular matrix JV says is structured (JV left 95%
+caller allows it, the sparse-core engine (:mod:`dlap.points.core`,
+``stats.method == "sparse"``) takes instead a rectangular float matrix JV says is structured (JV left 95%
 of the rows of shifted clouds and benefit matrices free, which the tree variant took 20x its time
 to match), and on the CPU a square one that JV left at most ``GREEDY_START_FREE_FRACTION`` free,
 structured (distances within overlapping point sets, 2.5x to 7x faster than ε-scaling; the
 shifted clouds and benefit matrices above it were 2x slower there) or, from
 ``IID_SPARSE_MIN_ROWS`` rows, i.i.d. (1.5x to 1.8x faster than the tree variant at n = 4000 to
-8000, JV included); all from ``SPARSE_MIN_ROWS`` rows: see docs/benchmarks.md, "The sparse
+8000, JV included); integers only square and spanning more than n values (geometric-int n =
+4000 4.6x, uniform f = 10 3.1x faster; the classical variant's integers and rectangular ones
+were up to 2.6x slower); all from ``SPARSE_MIN_ROWS`` rows: see docs/benchmarks.md, "The sparse
 method on a given matrix" (:func:`for_the_sparse_engine`).
 """
 
@@ -109,33 +111,36 @@ def jv_left_most_free(jv_free: int, n_rows: int) -> bool:
     return jv_free > GREEDY_START_FREE_FRACTION * n_rows
 
 
-def for_the_sparse_engine(jv_free: int, n_rows: int, square: bool, structured: bool, device: str) -> bool:
-    """Whether a float matrix of at least ``SPARSE_MIN_ROWS`` rows that JV left with ``jv_free`` of
-    its ``n_rows`` rows free goes to the sparse-core engine: a rectangular one JV says is
+def for_the_sparse_engine(jv_free: int, n_rows: int, square: bool, structured: bool, device: str,
+                          integer: bool = False) -> bool:
+    """Whether a matrix of at least ``SPARSE_MIN_ROWS`` rows that JV left with ``jv_free`` of
+    its ``n_rows`` rows free goes to the sparse-core engine: a rectangular float one JV says is
     structured; on the CPU, a square one that JV left at most ``GREEDY_START_FREE_FRACTION`` free,
     if structured or of at least ``IID_SPARSE_MIN_ROWS`` rows with any row free (i.i.d. costs,
     whose few free rows cost the tree variant a long search each)."""
     if n_rows < SPARSE_MIN_ROWS:
         return False
     if not square:
-        return structured
+        return structured and not integer
     if device != "cpu" or jv_left_most_free(jv_free, n_rows):
         return False
     return structured or (jv_free > 0 and n_rows >= IID_SPARSE_MIN_ROWS)
 
 
 def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", progress=None,
-               sparse: bool = False) -> str | None:
+               sparse: bool = False, integer: bool = False) -> str | None:
     """JV initialisation, then ``variant`` ("classical", "tree" or "hybrid"), or ε-scaling. With
-    ``sparse`` (a float matrix whose caller can run the sparse-core engine on it), a matrix for
-    that engine (see the module docstring) is left unsolved and :data:`SPARSE` returned; else None."""
+    ``sparse`` (a caller that can run the sparse-core engine on the matrix; ``integer``: an
+    integer one), a matrix for that engine (see the module docstring) is left unsolved and
+    :data:`SPARSE` returned; else None."""
     phase = PhaseTimer(stats, backend, state)
     initialise(backend, state, "jv", stats, phase)
     stats.phase_counts["jv_free_rows"] = state.n_rows - stats.initial_assignments
     square = state.n_rows == state.n_cols
     structured = jv_says_structured(stats.phase_counts["jv_free_rows"], state.n_rows, variant)
-    if sparse and for_the_sparse_engine(stats.phase_counts["jv_free_rows"], state.n_rows, square, structured,
-                                        backend.device):
+    few_values = integer and variant == "classical"  # integers spanning at most n values
+    if sparse and not few_values and for_the_sparse_engine(stats.phase_counts["jv_free_rows"], state.n_rows, square,
+                                                           structured, backend.device, integer):
         return SPARSE
 
     if square and structured and backend.device == "cpu":

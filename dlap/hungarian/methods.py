@@ -14,16 +14,18 @@ RANGE_SAMPLE_ROWS = 64
 
 
 def run_method(backend, state, stats: Stats, method: str, *, variant: str = "tree", init: str = "jv",
-               roots: str = "auto", progress=None, sparse: bool = False) -> str | None:
+               roots: str = "auto", progress=None, sparse: bool = False, integer: bool = False) -> str | None:
     """``method`` to optimality on ``state`` (mutated in place): ``"auto"`` runs JV, then
     ``variant``, handing structured costs over to ε-scaling (:mod:`.auto`), or with ``sparse``
-    returning :data:`.auto.SPARSE` for the caller's sparse-core engine; ``"scaling"`` the
+    returning :data:`.auto.SPARSE` for the caller's sparse-core engine (``integer``: of an
+    integer matrix); ``"scaling"`` the
     ε-scaling engine; ``"classical"``, ``"hybrid"`` and ``"tree"`` the variant from ``init``.
     ``roots="auto"`` is ``"all"`` on a GPU (one tree per iteration would leave it idle)."""
     if roots == "auto" and backend.device == "gpu":
         roots = "all"
     if method == "auto":
-        return solve_auto(backend, state, stats, variant, roots=roots, progress=progress, sparse=sparse)
+        return solve_auto(backend, state, stats, variant, roots=roots, progress=progress, sparse=sparse,
+                          integer=integer)
     if method == "scaling":
         solve_scaling(backend, state, stats, progress=progress, roots=roots)
     elif method == "classical":

@@ -109,6 +109,16 @@ class SparseCore:
             self._csr = self._csc = None
         return added
 
+    def fill(self, index, costs) -> None:
+        """The empty core's first edges: row i's to the columns ``index[i]`` (-1: none), costs ``costs[i]``."""
+        from ..backends.cpu import points as core_kernels
+
+        keys, edge_costs = np.empty(index.shape, dtype=np.int64), np.empty(index.shape)
+        core_kernels.row_edges(index, np.asarray(costs, dtype=np.float64), self.n_cols, keys, edge_costs)
+        kept = keys.ravel() >= 0
+        self.keys, self.costs = keys.ravel()[kept], edge_costs.ravel()[kept]
+        self._csr = self._csc = None
+
     @property
     def rows(self):
         return self.keys // self.n_cols
@@ -142,9 +152,11 @@ class SparseCore:
 
 
 class CoreSolution:
-    """The core's duals and matching (minimisation form)."""
+    """The core's duals and matching (minimisation form); ``whole``: the costs are whole numbers
+    and so are the duals (float64, exact), as dlap gives and certifies an integer matrix's."""
 
-    def __init__(self, n_rows: int, n_cols: int):
+    def __init__(self, n_rows: int, n_cols: int, whole: bool = False):
+        self.whole = whole
         self.u = np.zeros(n_rows)
         self.v = np.zeros(n_cols)
         self.col4row = np.full(n_rows, -1, dtype=np.int64)
@@ -166,7 +178,7 @@ class CoreSolution:
 
     def copy(self) -> CoreSolution:
         """A copy to go back to (:meth:`take`)."""
-        other = CoreSolution(0, 0)
+        other = CoreSolution(0, 0, self.whole)
         other.u, other.v, other.col4row, other.row4col = (x.copy() for x in (self.u, self.v, self.col4row,
                                                                             self.row4col))
         return other
@@ -204,25 +216,27 @@ class CoreSolution:
         return int(let_go.shape[0])
 
 
-def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progress=None) -> CoreSolution:
+def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progress=None,
+               whole: bool = False) -> CoreSolution:
     """The exact assignment of every row (n <= m) to the columns of the costs ``search`` answers
     for (:class:`dlap.points.search.PairSearch`: ``shape``, ``nearest_columns``, ``nearest_rows``,
     ``price``, ``pair_costs``, ``nearest_among``); see the module docstring. ``progress``
-    hears of each stage (:data:`PROGRESS_SHARES`)."""
+    hears of each stage (:data:`PROGRESS_SHARES`). ``whole``: the costs are whole numbers (of
+    at most 2**51 in magnitude), and the duals are kept whole: the auction's prices are rounded
+    down before the exact solve, whose shortest paths keep them whole."""
     from ..backends.cpu import points as core_kernels
 
     n, m = search.shape
     square = n == m
     k = max(1, min(candidates, m))
-    core, solution = SparseCore(n, m), CoreSolution(n, m)
+    core, solution = SparseCore(n, m), CoreSolution(n, m, whole)
     counts, _timed = stats.phase_counts, PhaseTimer(stats)
 
     report = Progress(progress, n)
     candidates_end, core_end = PROGRESS_SHARES
     report.stage("candidates", 0.0, candidates_end, n)
     with _timed("candidates"):
-        index, cost = search.nearest_columns(k)
-        core.add(np.repeat(np.arange(n, dtype=np.int64), k), index.ravel(), cost.ravel())
+        core.fill(*search.nearest_columns(k))
         k_rows = max(1, min(k, n))
         back_index, back_cost = search.nearest_rows(k_rows)
         core.add(back_index.ravel(), np.repeat(np.arange(m, dtype=np.int64), k_rows), back_cost.ravel())
@@ -242,8 +256,7 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
         report.stage(f"pricing round {round_}", 1 - (1 - core_end) / 2 ** (round_ - 1),
                      1 - (1 - core_end) / 2**round_, 0)
         with _timed("pricing"):
-            atol = PRICING_RTOL * (_largest_magnitude(solution.u) + _largest_magnitude(solution.v))
-            search.price(solution.u, solution.v, PRICING_RTOL, atol, violators_index, violators_reduced,
+            search.price(solution.u, solution.v, *_pricing_tolerance(solution), violators_index, violators_reduced,
                          violators_count)
             found = int(violators_count.sum())
             counts["violators"] = counts.get("violators", 0) + found
@@ -253,7 +266,7 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
             core.add(rows, cols, costs)  # violators already in the core are solved again all the same
         counts["pricing_rounds"] = round_
         if not found:
-            if polished or not _rounding_outweighs_objective(solution):
+            if polished or solution.whole or not _rounding_outweighs_objective(solution):
                 break
             with _timed("core_solve"):  # and pricing again, for the new duals
                 core_kernels.largest_duals(*core.csr(), solution.u, solution.v, solution.col4row, solution.row4col)
@@ -299,6 +312,8 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
         if counters[2]:
             solution.col4row[:], solution.row4col[:] = col4row, row4col
         return reached[: counters[2]]
+    if solution.whole:
+        np.floor(v, out=v)  # still at most 0, and 0 where a column is unassigned
     core_kernels.release_loose_rows(indptr, indices, costs, v, col4row, row4col, 0.0)
     solution.v[:], solution.col4row[:], solution.row4col[:] = v, col4row, row4col
     core_kernels.row_duals(indptr, indices, costs, solution.v, solution.u)
@@ -307,6 +322,14 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
 
 #: a square core's auction needs no edges by column
 _NO_COLUMNS = (np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int32), np.empty(0))
+
+
+def _pricing_tolerance(solution) -> tuple[float, float]:
+    """Pricing's ``rtol`` and ``atol`` (:data:`PRICING_RTOL`); for whole numbers none: their
+    reduced costs are exact, and a violation is at least 1."""
+    if solution.whole:
+        return 0.0, 0.5
+    return PRICING_RTOL, PRICING_RTOL * (_largest_magnitude(solution.u) + _largest_magnitude(solution.v))
 
 
 def _rounding_outweighs_objective(solution) -> bool:

@@ -71,9 +71,11 @@ class PointCosts:
         return out
 
     def _search(self, sign: float) -> PairSearch | None:
-        """The queries over every pair of k-d trees or matrix products, or None where neither
-        serves these points."""
-        if self.xp is not np or not math.isfinite(self.largest_cost()):
+        """The queries over every pair of k-d trees (on the host, whichever device holds the
+        points: at n = 10^6 they take seconds where a GPU's scan of every pair took minutes) or
+        matrix products, or None where neither serves these points, or where the GPU's costs are
+        not the host's to the bit (minkowski's pow: its certificate scans the GPU's own costs)."""
+        if not math.isfinite(self.largest_cost()) or (self.xp is not np and self.metric == "minkowski"):
             return None
         search = PairSearch(self.kernels, self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p, sign)
         return search if search.searches_every_pair else None
@@ -90,8 +92,9 @@ class PointCosts:
         if not exponent and largest > FLOAT_HEADROOM:
             return None
         f = math.ldexp(1.0, -exponent)
-        (row_minima, row_errors), (cost_minima, _), (least, _) = search.reduced_minima(
-            f, (vb, np.zeros(self.shape[1]), v * f))
+        (row_minima, row_errors), (cost_minima, _), (least, _) = (
+            (self.xp.asarray(low), self.xp.asarray(error))
+            for low, error in search.reduced_minima(f, (vb, np.zeros(self.shape[1]), v * f)))
         violation = float((u * f - least).max()) if least.size else -math.inf
         return FloatScan(row_minima, row_errors, cost_minima, math.ldexp(violation, exponent), largest)
 
@@ -101,7 +104,8 @@ class PointCosts:
         search = self.T._search(sign)
         if search is None:
             return NotImplemented
-        return search.reduced_minima(math.ldexp(1.0, -exponent), row_duals)
+        return [(self.xp.asarray(low), self.xp.asarray(error))
+                for low, error in search.reduced_minima(math.ldexp(1.0, -exponent), row_duals)]
 
     def largest_cost(self) -> float:
         """An upper bound on every ``|c_ij|``: the metric of the widest gaps between the two sets'

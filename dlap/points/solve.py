@@ -85,7 +85,7 @@ def solve_points(a, b, metric: Metric = "euclidean", *, p: float | None = None, 
         with solve_threads(side.size) as threads, ProgressBar(progress, "dlap solve_points") as callback:
             stats.threads = threads
             search = PairSearch(side.kernels, side.a, side.b, side.a_norms, side.b_norms, problem.metric,
-                                problem.exponent, problem.sign(maximize))
+                                problem.exponent, problem.sign(maximize), problem.trees)
             solution = solve_core(search, stats, problem.candidates, callback)
     return problem.answer(solution, maximize, stats, started)
 
@@ -118,7 +118,8 @@ class PointsProblem:
         n, m = self.costs.shape
         self.transposed = n > m
         side = self.costs.T if self.transposed else self.costs
-        self.row_order, self.col_order = spatial_order(side.a), spatial_order(side.b)
+        (self.row_order, row_tree), (self.col_order, col_tree) = spatial_order(side.a), spatial_order(side.b)
+        self.trees = (row_tree, col_tree) if row_tree is not None and col_tree is not None else None
         rows, cols = self.row_order, self.col_order
         self.rows_side = PointCosts(self._in_order(side.a, rows), self._in_order(side.b, cols), metric, self.exponent,
                                     self.device, self._in_order(side.a_norms, rows), self._in_order(side.b_norms, cols))
@@ -170,20 +171,22 @@ class PointsProblem:
                           maximize=maximize, matrix_ref=CostsReference(costs))
 
 
-def spatial_order(points) -> np.ndarray:
+def spatial_order(points) -> tuple[np.ndarray, tuple | None]:
     """An order of ``points`` in which near points come close together (the leaves of a k-d tree
-    over them, :func:`dlap.backends.cpu.kdtree.build`), for points of at most ``TREE_MAX_DIM``
-    coordinates, else their own order. The engine numbers the points so: the core's edges, rows
-    and prices that a bid or a search visits one after another are then near in memory too
-    (docs/benchmarks.md, "Point sets")."""
+    over them, :func:`dlap.backends.cpu.kdtree.build`), and that tree over the points so
+    numbered (its ``perm`` the identity), for points of at most ``TREE_MAX_DIM`` coordinates;
+    else their own order and None. The engine numbers the points so: the core's edges, rows and
+    prices that a bid or a search visits one after another are then near in memory too
+    (docs/benchmarks.md, "Point sets"), and its queries reuse the tree."""
     from .search import TREE_MAX_DIM
 
     n, d = points.shape
     if d > TREE_MAX_DIM or n < 2:
-        return np.arange(n, dtype=np.int64)
+        return np.arange(n, dtype=np.int64), None
     from ..backends.cpu import kdtree
 
-    return kdtree.build(np.ascontiguousarray(to_host(points), dtype=np.float64), kdtree.LEAF_SIZE)[0]
+    order, *boxes = kdtree.build(np.ascontiguousarray(to_host(points), dtype=np.float64), kdtree.LEAF_SIZE)
+    return order, (np.arange(n, dtype=np.int64), *boxes)
 
 
 def array_module_for(device: str):

@@ -186,6 +186,33 @@ def _counting_order(values, n_values, order):
     return out
 
 
+@prange_kernel
+def row_edges(index, cost, n_cols, keys, costs):
+    """Row i's edges to the columns ``index[i]`` (costs ``cost[i]``) as keys ``i * n_cols + j``,
+    ascending, into ``keys[i]``, ``costs[i]``; a column -1 or repeated gets key -1 (an insertion
+    sort of each row: a core's first edges, without :func:`merge_edges`' sorts of them all)."""
+    k = index.shape[1]
+    for i in prange(index.shape[0]):
+        size = 0
+        for t in range(k):
+            j = index[i, t]
+            if j < 0:
+                continue
+            at = size
+            while at > 0 and keys[i, at - 1] > j:
+                at -= 1
+            if at > 0 and keys[i, at - 1] == j:
+                continue
+            for s in range(size, at, -1):
+                keys[i, s], costs[i, s] = keys[i, s - 1], costs[i, s - 1]
+            keys[i, at], costs[i, at] = j, cost[i, t]
+            size += 1
+        for t in range(size):
+            keys[i, t] += i * n_cols
+        for t in range(size, k):
+            keys[i, t] = -1
+
+
 @njit(cache=True)
 def merge_edges(keys, costs, rows, cols, new_costs, n_rows, n_cols):
     """The sorted, unique edge keys ``row * n_cols + col`` and their costs, with the edges

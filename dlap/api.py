@@ -114,7 +114,8 @@ def solve(
         ``lower_bound`` from the row and column reductions.
         ``"sparse"``: the sparse-core engine of :func:`dlap.solve_points` on the matrix's cheapest
         entries, every entry priced against its duals until none is below them (exact; an
-        integer matrix's duals are whole numbers; on the GPU for a CuPy matrix or ``device="gpu"``, its core solved on the host).
+        integer matrix's duals are whole numbers; on the GPU for a CuPy matrix or
+        ``device="gpu"``, its core solved on the host).
     device : {"auto", "cpu", "gpu"}
         ``"auto"``: the GPU for a CuPy array, or for a matrix of at least ``GPU_MIN_ENTRIES``
         entries when CuPy sees a GPU; the CPU otherwise.

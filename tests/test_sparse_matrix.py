@@ -213,6 +213,22 @@ def test_agrees_with_scipy_on_the_gpu(strategy):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("strategy", INTEGER_STRATEGIES)
+def test_integers_agree_with_scipy_on_the_gpu(strategy):
+    check_strategy(strategy, {"method": "sparse", "device": "gpu"}, SETTINGS)
+
+
+@pytest.mark.gpu
+def test_a_cupy_integer_matrix_gets_whole_duals_on_the_gpu():
+    import cupy
+
+    cost = cupy.asarray(generate.family("geometric-int", 500, m=560))
+    result = dlap.solve(cost, method="sparse")
+    assert result.stats.method == "sparse" and result.row_duals.dtype == np.int64 and result.verify().optimal
+    assert result.objective == dlap.solve(cost.get(), device="cpu").objective
+
+
+@pytest.mark.gpu
 def test_a_cupy_matrix_is_answered_on_the_gpu():
     import cupy
 

@@ -11,7 +11,8 @@ device named, as NumPy or CuPy arrays, before the timer starts; the median of ``
 its phases (candidates, core solve, pricing), rounds and core size (of that run), the peak memory
 (the process's resident set; on the GPU the memory pool's peak too), and ``verify()``'s
 all-pairs proof: through k-d trees for points of at most ``TREE_MAX_DIM`` coordinates (any
-size, either device), else by a scan of every pair where it stays within ``VERIFY_PAIRS`` on the GPU. The dense engine (``dlap.solve`` on the matrix of the same costs, made on the
+size, either device), else by a scan of every pair, on the GPU where it stays within
+``VERIFY_PAIRS``. The dense engine (``dlap.solve`` on the matrix of the same costs, made on the
 device) runs where the matrix has at most ``DENSE_PAIRS`` entries.
 """
 

@@ -173,6 +173,21 @@ def test_a_one_rank_solve_hands_rectangular_structured_floats_to_the_sparse_engi
     assert tree.objective == pytest.approx(alone.objective, rel=1e-12)
 
 
+def test_a_one_rank_solve_hands_large_square_integers_to_the_sparse_engine(client):
+    """i.i.d. integers spanning more than n values, from IID_SPARSE_MIN_ROWS rows: the one rank
+    gives them to the sparse engine as dlap.solve does, and its integer certificate proves the
+    whole-number duals."""
+    from dlap.hungarian.auto import IID_SPARSE_MIN_ROWS
+
+    cost = dlap.generate.uniform(IID_SPARSE_MIN_ROWS, 10.0, seed=2)
+    alone = dlap.solve(cost, device="cpu")
+    result = dd.solve(da.from_array(cost, chunks=(IID_SPARSE_MIN_ROWS // 2, IID_SPARSE_MIN_ROWS)), client,
+                      device="cpu")
+    assert alone.stats.method == "sparse" and result.stats.method == "distributed-sparse"
+    assert result.objective == alone.objective and result.row_duals.dtype == np.int64
+    assert result.verify().optimal and result.verify(cost).optimal
+
+
 def test_a_one_rank_solve_borrows_the_threads_of_the_workers_offered(client):
     """The one rank of method="auto" runs on the threads of every offered worker of its host
     (3 single-threaded workers here), as dlap.solve would on the host's cores; a split solve's

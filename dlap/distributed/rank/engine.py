@@ -138,11 +138,11 @@ class DistributedSolver:
         """The one-rank solve of ``method="auto"``: the slab is the whole matrix, and the local
         backend runs on it exactly what ``dlap.solve(method="auto")`` runs (JV initialisation,
         the device's variant, ε-scaling where the searches show structured costs, the sparse
-        engine where auto gives it a float matrix); the answer is then copied into the replica,
+        engine where auto gives it the matrix); the answer is then copied into the replica,
         which the certificate reads."""
         slab, replica, local = self.slab, self.replica, self.backend.local
         if run_method(local, slab, self.stats, "auto", variant=device_variant(local, slab.cost), progress=self.report,
-                      sparse=not self.spec.integer):
+                      sparse=True, integer=self.spec.integer):
             self.solve_sparse()
         for name in ("u", "v", "row_match", "col_match"):
             getattr(replica, name)[:] = getattr(slab, name)

@@ -32,10 +32,10 @@ to match), and on the CPU a square one that JV left at most ``GREEDY_START_FREE_
 structured (distances within overlapping point sets, 2.5x to 7x faster than ε-scaling; the
 shifted clouds and benefit matrices above it were 2x slower there) or, from
 ``IID_SPARSE_MIN_ROWS`` rows, i.i.d. (1.5x to 1.8x faster than the tree variant at n = 4000 to
-8000, JV included); integers only square and spanning more than n values (geometric-int n =
-4000 4.6x, uniform f = 10 3.1x faster; the classical variant's integers and rectangular ones
-were up to 2.6x slower); all from ``SPARSE_MIN_ROWS`` rows: see docs/benchmarks.md, "The sparse
-method on a given matrix" (:func:`for_the_sparse_engine`).
+8000, JV included); integers only where square and spanning more than n values (the classical
+variant's integers and rectangular ones were faster without it: docs/benchmarks.md, "Integer
+matrices on the sparse engine"); all from ``SPARSE_MIN_ROWS`` rows: see docs/benchmarks.md, "The
+sparse method on a given matrix" (:func:`for_the_sparse_engine`).
 """
 
 from __future__ import annotations

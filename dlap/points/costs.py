@@ -72,9 +72,9 @@ class PointCosts:
 
     def _search(self, sign: float) -> PairSearch | None:
         """The queries over every pair of k-d trees (on the host, whichever device holds the
-        points: at n = 10^6 they take seconds where a GPU's scan of every pair took minutes) or
-        matrix products, or None where neither serves these points, or where the GPU's costs are
-        not the host's to the bit (minkowski's pow: its certificate scans the GPU's own costs)."""
+        points: faster than a GPU's scan of every pair, docs/benchmarks.md, "A million points")
+        or matrix products, or None where neither serves these points, or where the GPU's costs
+        are not the host's to the bit (minkowski's pow: its certificate scans the GPU's own costs)."""
         if not math.isfinite(self.largest_cost()) or (self.xp is not np and self.metric == "minkowski"):
             return None
         search = PairSearch(self.kernels, self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p, sign)

@@ -156,6 +156,8 @@ def test_which_matrices_auto_gives_the_sparse_engine():
     assert not for_the_sparse_engine(1, iid - 1, square=True, structured=False, device="cpu")
     assert not for_the_sparse_engine(0, n, square=False, structured=True, device="cpu", integer=True)
     assert for_the_sparse_engine(n // 5, n, square=True, structured=True, device="cpu", integer=True)
+    assert not for_the_sparse_engine(n // 5, n, square=True, structured=True, device="cpu", integer=True,
+                                     few_values=True)  # the classical variant's integers
 
 
 @pytest.mark.usefixtures("small_hand_over")
@@ -193,9 +195,10 @@ def test_integer_matrices_get_whole_duals(strategy, candidates, monkeypatch):
 
 @pytest.mark.parametrize("family, f, m", [("geometric-int", None, 700), ("ties", 4, 600), ("machol-wien", None, 500)])
 def test_larger_integer_matrices_through_pricing_rounds(family, f, m):
-    """Structured integers whose first cores miss the optimum: their duals stay whole through the
-    auction (rounded down), dead ends, pricing rounds and warm starts: the engine's own duals are
-    whole, not only the caller's (rounded to the nearest whole number)."""
+    """Structured integers (Machol-Wien's first core misses the optimum: pricing rounds and warm
+    starts; its core is not matchable at first): the duals stay whole through the auction
+    (rounded down) and what follows it: the engine's own duals are whole, not only the caller's
+    (rounded to the nearest whole number)."""
     from dlap.hungarian.sparse import solve_sparse
     from dlap.result import Stats
 

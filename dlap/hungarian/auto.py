@@ -112,13 +112,14 @@ def jv_left_most_free(jv_free: int, n_rows: int) -> bool:
 
 
 def for_the_sparse_engine(jv_free: int, n_rows: int, square: bool, structured: bool, device: str,
-                          integer: bool = False) -> bool:
+                          integer: bool = False, few_values: bool = False) -> bool:
     """Whether a matrix of at least ``SPARSE_MIN_ROWS`` rows that JV left with ``jv_free`` of
     its ``n_rows`` rows free goes to the sparse-core engine: a rectangular float one JV says is
     structured; on the CPU, a square one that JV left at most ``GREEDY_START_FREE_FRACTION`` free,
     if structured or of at least ``IID_SPARSE_MIN_ROWS`` rows with any row free (i.i.d. costs,
-    whose few free rows cost the tree variant a long search each)."""
-    if n_rows < SPARSE_MIN_ROWS:
+    whose few free rows cost the tree variant a long search each), unless it is ``integer``
+    with ``few_values`` (at most n: the classical variant's)."""
+    if n_rows < SPARSE_MIN_ROWS or (integer and few_values):
         return False
     if not square:
         return structured and not integer
@@ -138,9 +139,8 @@ def solve_auto(backend, state, stats: Stats, variant: str, roots: str = "auto", 
     stats.phase_counts["jv_free_rows"] = state.n_rows - stats.initial_assignments
     square = state.n_rows == state.n_cols
     structured = jv_says_structured(stats.phase_counts["jv_free_rows"], state.n_rows, variant)
-    few_values = integer and variant == "classical"  # integers spanning at most n values
-    if sparse and not few_values and for_the_sparse_engine(stats.phase_counts["jv_free_rows"], state.n_rows, square,
-                                                           structured, backend.device, integer):
+    if sparse and for_the_sparse_engine(stats.phase_counts["jv_free_rows"], state.n_rows, square, structured,
+                                        backend.device, integer, few_values=variant == "classical"):
         return SPARSE
 
     if square and structured and backend.device == "cpu":

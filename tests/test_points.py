@@ -14,6 +14,7 @@ from scipy.spatial.distance import cdist
 
 import dlap
 from dlap import generate
+from dlap.points import coarse
 from dlap.points.core import PRICING_RTOL
 from dlap.points.metrics import METRICS
 
@@ -523,3 +524,92 @@ def test_the_queries_reuse_the_trees_that_numbered_the_points(metric):
     for found, fresh in zip(searches[0].nearest_columns(5) + searches[0].nearest_rows(5),
                             searches[1].nearest_columns(5) + searches[1].nearest_rows(5), strict=True):
         assert np.array_equal(found, fresh)
+
+
+def test_each_row_gets_every_column_of_its_cells_partner(monkeypatch):
+    """40 rows in cells of 4, 52 columns in 13 cells; the cells' assignment given: each row's
+    pairs are its partner cell's columns, every one, rows ascending."""
+    monkeypatch.setattr(coarse, "CELL_POINTS", 4)
+    rng = np.random.default_rng(0)
+    rows, cols = rng.random((40, 2)), rng.random((52, 2))
+    partner = rng.permutation(13)[:10]
+    seen = {}
+
+    def assign(row_centroids, col_centroids):
+        seen["shapes"] = row_centroids.shape, col_centroids.shape
+        np.testing.assert_allclose(row_centroids[3], rows[12:16].mean(axis=0))
+        return partner, 1e9
+
+    pair_rows, pair_cols = coarse.transport_pairs(rows, cols, assign)
+    assert seen["shapes"] == ((10, 2), (13, 2))
+    assert np.all(np.diff(pair_rows) >= 0)
+    col_bounds = coarse.cell_bounds(52, 13)
+    for i in range(40):
+        cell = partner[i // 4]
+        np.testing.assert_array_equal(pair_cols[pair_rows == i], np.arange(col_bounds[cell], col_bounds[cell + 1]))
+
+
+def test_local_transport_gets_no_coarse_pairs(monkeypatch):
+    """A coarse solve whose pricing found at most LOCAL_VIOLATORS a cell: the neighbours suffice."""
+    monkeypatch.setattr(coarse, "CELL_POINTS", 4)
+    rows = np.random.default_rng(1).random((40, 2))
+    assert coarse.transport_pairs(rows, rows, lambda r, c: (np.arange(10), 10 * coarse.LOCAL_VIOLATORS)) is None
+    assert coarse.transport_pairs(rows, rows, lambda r, c: (np.arange(10), 10 * coarse.LOCAL_VIOLATORS + 1)) is not None
+
+
+def test_only_rows_whose_partner_cell_is_out_of_reach_keep_their_pairs():
+    rows = np.array([0, 0, 1, 1, 2, 4])
+    costs = np.array([5.0, 6.0, 1.0, 9.0, 3.0, 7.0])
+    reach = np.array([4.0, 4.0, 3.0, 0.0, 6.0])
+    np.testing.assert_array_equal(coarse.beyond_reach(rows, costs, reach), [True, True, False, False, False, True])
+
+
+@pytest.mark.parametrize("family, n, m, maximize", [("shifted", 600, 600, False), ("clustered", 500, 640, False),
+                                                     ("clustered", 640, 500, True), ("shifted", 520, 400, False)])
+def test_coarse_transport_candidates_reach_the_optimum(family, n, m, maximize, monkeypatch):
+    """Cells of 8 from 64 rows, whatever the coarse solve priced (so these sets get them): the
+    edges join the first core, and the answer is scipy's, both orientations and maximised."""
+    monkeypatch.setattr(coarse, "MIN_ROWS", 64)
+    monkeypatch.setattr(coarse, "CELL_POINTS", 8)
+    monkeypatch.setattr(coarse, "LOCAL_VIOLATORS", -1.0)
+    a, b = generate.points(family, n, m, seed=n)
+    result = _check(a, b, maximize=maximize)
+    assert result.stats.phase_counts["coarse_edges"] > 0
+
+
+def test_shifted_clouds_get_coarse_pairs_and_uniform_sets_none():
+    """At the default settings: the coarse problem of shifted clouds prices hundreds of violators
+    a cell, that of uniform sets none (their transport is local: no edges join the core)."""
+    n = coarse.MIN_ROWS + 1000
+    shifted = dlap.solve_points(*generate.points("shifted", n, seed=2))
+    assert shifted.stats.phase_counts["coarse_edges"] > n
+    uniform = dlap.solve_points(*generate.points("uniform", n, seed=2))
+    assert "coarse_edges" not in uniform.stats.phase_counts
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 60), m=st.integers(1, 60), d=st.integers(1, 4), metric=st.sampled_from(METRICS),
+       maximize=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31 - 1),
+       cell=st.integers(2, 6))
+def test_coarse_pairs_of_any_sets_keep_the_optimum(n, m, d, metric, maximize, dtype, seed, cell):
+    """Coarse pairs for every set of at least 2 rows, whatever its coarse solve priced (cells of
+    2 to 6 points, the coarse problems themselves coarsened again)."""
+    rng = np.random.default_rng(seed)
+    a, b = (rng.random((n, d)) + 0.1).astype(dtype), (rng.random((m, d)) + 0.1).astype(dtype)
+    p = 1.5 if metric == "minkowski" else None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(coarse, "MIN_ROWS", 2)
+        patch.setattr(coarse, "CELL_POINTS", cell)
+        patch.setattr(coarse, "LOCAL_VIOLATORS", -1.0)
+        _check(a, b, metric, p, maximize, candidates=2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family, n, m", [("shifted", 600, 600), ("clustered", 500, 640)])
+def test_coarse_transport_candidates_of_gpu_points(family, n, m, monkeypatch):
+    monkeypatch.setattr(coarse, "MIN_ROWS", 64)
+    monkeypatch.setattr(coarse, "CELL_POINTS", 8)
+    monkeypatch.setattr(coarse, "LOCAL_VIOLATORS", -1.0)
+    a, b = generate.points(family, n, m, seed=n)
+    result = _check(a, b, device="gpu")
+    assert result.stats.phase_counts["coarse_edges"] > 0

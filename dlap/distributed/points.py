@@ -73,11 +73,11 @@ def solve_points(a, b, metric: Metric = "euclidean", client=None, *, p: float | 
         if problem.rows:
             search = ClusterSearch(client, problem, maximize, _workers(client, workers, n_workers), device)
             stats.phase_counts["workers"] = len(search.workers)
-            solution = _solve_registered(client, search, problem, stats, progress)
+            solution = _solve_registered(client, search, problem, stats, progress, maximize)
     return problem.answer(solution, maximize, stats, started)
 
 
-def _solve_registered(client, search, problem, stats, progress):
+def _solve_registered(client, search, problem, stats, progress, maximize: bool):
     """The core solve, recorded by the scheduler's solve registry (the dashboard's ``dlap`` page:
     its stage, pricing rounds and violators) on a lease this client renews: a client that stops
     answering has its solve's tasks cancelled, the cluster goes on."""
@@ -103,7 +103,7 @@ def _solve_registered(client, search, problem, stats, progress):
             if callback is not None:
                 callback(update)
 
-        return solve_core(search, stats, problem.candidates, report)
+        return solve_core(search, stats, problem.candidates, report, coarse=problem.coarse_pairs(maximize))
 
 
 def _local(points, client):

@@ -3,7 +3,8 @@
 Lee & Orlin's sparse core with pricing, as in column generation:
 
 1. **candidates**: each row's ``k`` cheapest columns and each column's ``k`` cheapest rows (their
-   nearest points in the metric: :mod:`dlap.points.search`);
+   nearest points in the metric: :mod:`dlap.points.search`), and for point sets the columns
+   their cells' coarse assignment sends them to (:mod:`dlap.points.coarse`);
 2. **core solve**: prices from Bertsekas' ε-scaling auction on that sparse graph (forward, and on a
    rectangular one reverse too), then its exact assignment by shortest augmenting paths from them
    (Jonker & Volgenant's augmenting row reduction, then Dijkstra as in Crouse's rectangular
@@ -217,13 +218,14 @@ class CoreSolution:
 
 
 def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progress=None,
-               whole: bool = False) -> CoreSolution:
+               whole: bool = False, coarse=None) -> CoreSolution:
     """The exact assignment of every row (n <= m) to the columns of the costs ``search`` answers
     for (:class:`dlap.points.search.PairSearch`: ``shape``, ``nearest_columns``, ``nearest_rows``,
     ``price``, ``pair_costs``, ``nearest_among``); see the module docstring. ``progress``
     hears of each stage (:data:`PROGRESS_SHARES`). ``whole``: the costs are whole numbers (of
     at most 2**51 in magnitude), and the duals are kept whole: the auction's prices are rounded
-    down before the exact solve, whose shortest paths keep them whole."""
+    down before the exact solve, whose shortest paths keep them whole. ``coarse``: a callable
+    giving more pairs (rows, columns) for the first core (:mod:`dlap.points.coarse`)."""
     from ..backends.cpu import points as core_kernels
 
     n, m = search.shape
@@ -236,10 +238,18 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
     candidates_end, core_end = PROGRESS_SHARES
     report.stage("candidates", 0.0, candidates_end, n)
     with _timed("candidates"):
-        core.fill(*search.nearest_columns(k))
+        nearest = search.nearest_columns(k)
+        core.fill(*nearest)
         k_rows = max(1, min(k, n))
         back_index, back_cost = search.nearest_rows(k_rows)
         core.add(back_index.ravel(), np.repeat(np.arange(m, dtype=np.int64), k_rows), back_cost.ravel())
+        if coarse is not None and (pairs := coarse()) is not None:
+            from .coarse import beyond_reach
+
+            rows, cols = pairs
+            costs = search.pair_costs(rows, cols)
+            far = beyond_reach(rows, costs, nearest[1][:, -1])
+            counts["coarse_edges"] = core.add(rows[far], cols[far], costs[far])
     report.stage("core solve", candidates_end, core_end, n)
     with _timed("core_solve"):
         solution.start(core)

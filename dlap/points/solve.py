@@ -86,7 +86,7 @@ def solve_points(a, b, metric: Metric = "euclidean", *, p: float | None = None, 
             stats.threads = threads
             search = PairSearch(side.kernels, side.a, side.b, side.a_norms, side.b_norms, problem.metric,
                                 problem.exponent, problem.sign(maximize), problem.trees)
-            solution = solve_core(search, stats, problem.candidates, callback)
+            solution = solve_core(search, stats, problem.candidates, callback, coarse=problem.coarse_pairs(maximize))
     return problem.answer(solution, maximize, stats, started)
 
 
@@ -132,6 +132,28 @@ class PointsProblem:
         if not x.size or np.array_equal(order, np.arange(order.shape[0])):
             return x
         return x[self.xp.asarray(order)]
+
+    def coarse_pairs(self, maximize: bool):
+        """A callable giving the first core's coarse transport candidates (:mod:`dlap.points.coarse`,
+        the cells' centroids assigned by :func:`solve_points` on the CPU: a problem
+        ``CELL_POINTS`` times smaller, to which a GPU's launches add more than they save), or None
+        where there are fewer than ``MIN_ROWS`` rows or no k-d order (points of more than
+        ``TREE_MAX_DIM`` coordinates; cosine, whose order is not over the normalised points)."""
+        from . import coarse
+
+        if self.trees is None or self.metric == "cosine" or self.rows < coarse.MIN_ROWS:
+            return None
+        side = self.rows_side
+        p = self.exponent if self.metric == "minkowski" else None
+
+        def assign(row_centroids, col_centroids):
+            cells = solve_points(row_centroids, col_centroids, self.metric, p=p, maximize=maximize, device="cpu")
+            partner = np.empty(row_centroids.shape[0], dtype=np.int64)
+            partner[cells.row_ind] = cells.col_ind
+            return partner, cells.stats.phase_counts.get("violators", 0)
+
+        return lambda: coarse.transport_pairs(to_host(side.a).astype(np.float64), to_host(side.b).astype(np.float64),
+                                              assign)
 
     @staticmethod
     def sign(maximize: bool) -> float:

@@ -18,6 +18,7 @@ import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
 from dlap import generate  # noqa: E402
 from dlap.distributed import points as cluster_points  # noqa: E402
+from dlap.points import coarse  # noqa: E402
 
 from ..helpers import assert_told_its_solve_ended, client_process, registry_rows  # noqa: E402
 
@@ -61,6 +62,21 @@ def test_the_optimum_of_one_process(client, family):
         there = dd.solve_points(a.astype(dtype), b.astype(dtype), client=client, device="cpu")
         assert there.objective == here.objective
         assert there.verify().optimal
+
+
+def test_coarse_transport_candidates_are_the_clients(client, monkeypatch):
+    """Shifted clouds, cells of 8 from 64 rows whatever the coarse solve priced: the cells'
+    assignment is solved in the calling process and gives the first core the same edges as
+    :func:`dlap.solve_points`'s."""
+    monkeypatch.setattr(coarse, "MIN_ROWS", 64)
+    monkeypatch.setattr(coarse, "CELL_POINTS", 8)
+    monkeypatch.setattr(coarse, "LOCAL_VIOLATORS", -1.0)
+    a, b = generate.points("shifted", 400, 460, seed=5)
+    here = dlap.solve_points(a, b, device="cpu")
+    there = dd.solve_points(a, b, client=client, device="cpu")
+    assert there.stats.phase_counts["coarse_edges"] == here.stats.phase_counts["coarse_edges"] > 0
+    assert there.objective == pytest.approx(scipy_optimum(a, b, "euclidean"), rel=1e-12)
+    assert there.verify().optimal
 
 
 def test_dask_arrays_in_and_the_workers_searches_dropped(client):

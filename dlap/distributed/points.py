@@ -4,7 +4,8 @@ every pair split across the workers of a Dask cluster.
 The points, O((n + m) d), are checked in the calling process and sent to each worker once. The
 two searches that touch all n x m pairs run on the workers, each over its block of rows (or, for
 each column's nearest rows, of columns): the candidates' nearest neighbours and every pricing
-round. The core, O(n k) edges, is solved in the calling process between the rounds; the result's
+round. The core, O(n k) edges, is solved in the calling process between the rounds (and the
+coarse transport candidates' cells, :mod:`dlap.points.coarse`, before the first); the result's
 ``verify()`` checks every pair there (k-d trees or blocks, as :func:`dlap.solve_points`'s).
 
 On the dashboard the tasks are ``dlap-points-nearest-<solve id>-<side>-<first row>`` and

@@ -19,10 +19,10 @@ import numpy as np
 
 #: the points of a cell, on each side
 CELL_POINTS = 16
-#: the fewest rows for which the first core gets coarse transport candidates (fewer: a coarse
-#: problem of under 256 cells, whose solve costs about what it saves: docs/benchmarks.md,
-#: "Coarse transport candidates")
-MIN_ROWS = 4096
+#: the fewest rows for which the first core gets coarse transport candidates (from 2000 rows
+#: they halve the time of shifted clouds and cost uniform sets about 3 ms; at 1000 the coarse
+#: problem of 62 cells prices no violator: docs/benchmarks.md, "Coarse transport candidates")
+MIN_ROWS = 2000
 #: the coarse problem's violators a cell at most (over its pricing rounds) for its transport to
 #: count as local (uniform sets: none; clustered, shifted clouds and images: hundreds)
 LOCAL_VIOLATORS = 1.0

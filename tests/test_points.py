@@ -550,11 +550,13 @@ def test_each_row_gets_every_column_of_its_cells_partner(monkeypatch):
 
 
 def test_local_transport_gets_no_coarse_pairs(monkeypatch):
-    """A coarse solve whose pricing found at most LOCAL_VIOLATORS a cell: the neighbours suffice."""
+    """A coarse solve whose pricing found at most LOCAL_VIOLATORS a cell: the neighbours suffice
+    (unless ``always``)."""
     monkeypatch.setattr(coarse, "CELL_POINTS", 4)
     rows = np.random.default_rng(1).random((40, 2))
     assert coarse.transport_pairs(rows, rows, lambda r, c: (np.arange(10), 10 * coarse.LOCAL_VIOLATORS)) is None
     assert coarse.transport_pairs(rows, rows, lambda r, c: (np.arange(10), 10 * coarse.LOCAL_VIOLATORS + 1)) is not None
+    assert coarse.transport_pairs(rows, rows, lambda r, c: (np.arange(10), 0), always=True) is not None
 
 
 def test_only_rows_whose_partner_cell_is_out_of_reach_keep_their_pairs():
@@ -577,14 +579,18 @@ def test_coarse_transport_candidates_reach_the_optimum(family, n, m, maximize, m
     assert result.stats.phase_counts["coarse_edges"] > 0
 
 
-def test_shifted_clouds_get_coarse_pairs_and_uniform_sets_none():
+def test_which_sets_get_coarse_pairs():
     """At the default settings: the coarse problem of shifted clouds prices hundreds of violators
-    a cell, that of uniform sets none (their transport is local: no edges join the core)."""
+    a cell, that of uniform sets none (their transport is local: no edges join the core), but
+    under the Euclidean distance uniform sets get them all the same."""
     n = coarse.MIN_ROWS + 1000
-    shifted = dlap.solve_points(*generate.points("shifted", n, seed=2))
-    assert shifted.stats.phase_counts["coarse_edges"] > n
-    uniform = dlap.solve_points(*generate.points("uniform", n, seed=2))
-    assert "coarse_edges" not in uniform.stats.phase_counts
+    for metric in ("sqeuclidean", "euclidean"):
+        shifted = dlap.solve_points(*generate.points("shifted", n, seed=2), metric)
+        assert shifted.stats.phase_counts["coarse_edges"] > n
+    uniform = generate.points("uniform", n, seed=2)
+    assert "coarse_edges" not in dlap.solve_points(*uniform, "sqeuclidean").stats.phase_counts
+    assert "coarse_edges" not in dlap.solve_points(*uniform, "cityblock").stats.phase_counts
+    assert dlap.solve_points(*uniform, "euclidean").stats.phase_counts["coarse_edges"] > 0
 
 
 @settings(max_examples=40, deadline=None)

@@ -10,22 +10,29 @@ is assigned to. The cells follow each set's own density, so the coarse assignmen
 the fine one must move (coarsening as in multiscale transport solvers, Schmitzer 2016). The edges
 are candidates only: pricing still proves the answer over every pair. Where the coarse problem's
 own pricing found almost no violators, its transport is local, the fine one's too, and the
-neighbours suffice: no edges are added then (they only made such cores larger).
+neighbours suffice: no edges are added then (they only made such cores larger), except under
+the Euclidean distance, whose optimum has long edges between uniform sets too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-#: the points of a cell, on each side
-CELL_POINTS = 16
-#: the fewest rows for which the first core gets coarse transport candidates (from 2000 rows
-#: they halve the time of shifted clouds and cost uniform sets about 3 ms; at 1000 the coarse
-#: problem of 62 cells prices no violator: docs/benchmarks.md, "Coarse transport candidates")
+#: the points of a cell, on each side (8 rather than 16 on 2 cores: clustered sets n = 20000 2.0 s
+#: against 3.1 s, uniform n = 10^6 161 s against 182 s, shifted clouds 10.0 s against 8.5 s:
+#: docs/benchmarks.md, "Coarse transport candidates")
+CELL_POINTS = 8
+#: the fewest rows for which the first core gets coarse transport candidates (at 2000 rows they
+#: halve the time of shifted clouds and cost uniform sets 6 ms: docs/benchmarks.md, "Coarse
+#: transport candidates")
 MIN_ROWS = 2000
 #: the coarse problem's violators a cell at most (over its pricing rounds) for its transport to
 #: count as local (uniform sets: none; clustered, shifted clouds and images: hundreds)
 LOCAL_VIOLATORS = 1.0
+#: the metrics whose sets get coarse candidates however local their transport: Euclidean
+#: distances between uniform sets have long optimal edges too, where many pairs along an edge are
+#: nearly tight (cityblock ones were slower with them, squared distances too)
+ALWAYS_METRICS = ("euclidean",)
 
 
 def cell_bounds(n_points: int, n_cells: int) -> np.ndarray:
@@ -40,17 +47,18 @@ def centroids(points: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return sums / np.diff(bounds)[:, None]
 
 
-def transport_pairs(rows: np.ndarray, cols: np.ndarray, assign) -> tuple[np.ndarray, np.ndarray] | None:
+def transport_pairs(rows: np.ndarray, cols: np.ndarray, assign, always: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
     """Row ``i`` paired with every column of the cell its cell is assigned to; None where the
-    transport is local. ``rows`` and ``cols``: host points in k-d order, ``len(rows) <=
-    len(cols)``; ``assign(row_centroids, col_centroids)``: the column cell of each row cell
-    (every row cell assigned) and the coarse solve's violators."""
+    transport is local, unless ``always``. ``rows`` and ``cols``: host points in k-d order,
+    ``len(rows) <= len(cols)``; ``assign(row_centroids, col_centroids)``: the column cell of
+    each row cell (every row cell assigned) and the coarse solve's violators."""
     n, m = rows.shape[0], cols.shape[0]
     row_cells = max(1, n // CELL_POINTS)
     col_cells = max(row_cells, min(m, round(row_cells * m / n)))
     row_bounds, col_bounds = cell_bounds(n, row_cells), cell_bounds(m, col_cells)
     partner, violators = assign(centroids(rows, row_bounds), centroids(cols, col_bounds))
-    if violators <= LOCAL_VIOLATORS * row_cells:
+    if not always and violators <= LOCAL_VIOLATORS * row_cells:
         return None
     partner = np.asarray(partner, dtype=np.int64)
     cell_of_row = np.repeat(np.arange(row_cells), np.diff(row_bounds))

@@ -153,7 +153,7 @@ class PointsProblem:
             return partner, cells.stats.phase_counts.get("violators", 0)
 
         return lambda: coarse.transport_pairs(to_host(side.a).astype(np.float64), to_host(side.b).astype(np.float64),
-                                              assign)
+                                              assign, self.metric in coarse.ALWAYS_METRICS)
 
     @staticmethod
     def sign(maximize: bool) -> float:

@@ -135,8 +135,8 @@ class PointsProblem:
 
     def coarse_pairs(self, maximize: bool):
         """A callable giving the first core's coarse transport candidates (:mod:`dlap.points.coarse`,
-        the cells' centroids assigned by :func:`solve_points` on the CPU: a problem
-        ``CELL_POINTS`` times smaller, to which a GPU's launches add more than they save), or None
+        the cells' centroids assigned by :func:`solve_points` on the CPU, whichever device holds
+        the points: a problem ``CELL_POINTS`` times smaller), or None
         where there are fewer than ``MIN_ROWS`` rows or no k-d order (points of more than
         ``TREE_MAX_DIM`` coordinates; cosine, whose order is not over the normalised points)."""
         from . import coarse

@@ -92,9 +92,8 @@ class PointCosts:
         if not exponent and largest > FLOAT_HEADROOM:
             return None
         f = math.ldexp(1.0, -exponent)
-        (row_minima, row_errors), (cost_minima, _), (least, _) = (
-            (self.xp.asarray(low), self.xp.asarray(error))
-            for low, error in search.reduced_minima(f, (vb, np.zeros(self.shape[1]), v * f)))
+        (row_minima, row_errors), (cost_minima, _), (least, _) = self._reduced_minima(
+            search, f, (vb, np.zeros(self.shape[1]), v * f))
         violation = float((u * f - least).max()) if least.size else -math.inf
         return FloatScan(row_minima, row_errors, cost_minima, math.ldexp(violation, exponent), largest)
 
@@ -104,8 +103,12 @@ class PointCosts:
         search = self.T._search(sign)
         if search is None:
             return NotImplemented
-        return [(self.xp.asarray(low), self.xp.asarray(error))
-                for low, error in search.reduced_minima(math.ldexp(1.0, -exponent), row_duals)]
+        return self._reduced_minima(search, math.ldexp(1.0, -exponent), row_duals)
+
+    def _reduced_minima(self, search: PairSearch, scale: float, duals) -> list:
+        """``search.reduced_minima`` (host arrays: the trees' or the products') on these costs'
+        device, as the certificate's other scans give them."""
+        return [(self.xp.asarray(low), self.xp.asarray(error)) for low, error in search.reduced_minima(scale, duals)]
 
     def largest_cost(self) -> float:
         """An upper bound on every ``|c_ij|``: the metric of the widest gaps between the two sets'

@@ -35,6 +35,7 @@ from ..problem import InfeasibleError
 from ..progress import Progress
 from ..result import Stats
 from ..timing import PhaseTimer
+from .coarse import beyond_reach
 from .metrics import METRIC_IDS
 
 #: each row's candidates to start from, and the most violators of a row one pricing pass adds
@@ -244,8 +245,6 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
         back_index, back_cost = search.nearest_rows(k_rows)
         core.add(back_index.ravel(), np.repeat(np.arange(m, dtype=np.int64), k_rows), back_cost.ravel())
         if coarse is not None and (pairs := coarse()) is not None:
-            from .coarse import beyond_reach
-
             rows, cols = pairs
             costs = search.pair_costs(rows, cols)
             far = beyond_reach(rows, costs, nearest[1][:, -1])

@@ -11,7 +11,7 @@ from scipy.optimize import linear_sum_assignment as scipy_lsa
 
 import dlap
 
-from .helpers import assert_scipy_objective, exhaustive_optimum, reference
+from .helpers import assert_scipy_objective, exact_optimum, reference
 from .strategies import STRATEGIES
 
 DEVICES = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
@@ -208,10 +208,10 @@ def test_tiny_costs_beside_large_ones():
     answers 3e-12 too: float answers are exact to 1e-9 of the magnitudes they involve, and
     c - u - v at the 1e4 scale of the duals cannot see 1e-12). The CPU batch solver's order of
     searches finds the optimum on this matrix; the test keeps it that way, and the comparison
-    with scipy now falls back to the exhaustive optimum when the two disagree."""
+    with scipy now falls back to the exact optimum when the two disagree."""
     cost = np.array([[1.6386e4, 0.0, 1e-12], [1e-12, -1.6385e4, 1e-12], [1.6386e4, 1e-12, 1e-12]])
     result = dlap.solve_batch([cost], duals=True)
-    assert _value(result.objective[0]) == exhaustive_optimum(cost, False) == 2e-12
+    assert _value(result.objective[0]) == exact_optimum(cost, False) == 2e-12
     assert result.verify(0, cost).optimal
 
 

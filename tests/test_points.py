@@ -304,15 +304,62 @@ def test_the_gpu_computes_the_cpus_costs(metric, dtype):
 
 
 @pytest.mark.gpu
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 40), m=st.integers(1, 150), d=st.integers(1, 6),
+       metric=st.sampled_from(["euclidean", "sqeuclidean", "cityblock", "cosine"]), maximize=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31 - 1), copies=st.booleans(),
+       k=st.integers(1, 70))
+def test_the_gpus_nearest_columns_and_pricing_are_the_cpus(n, m, d, metric, maximize, dtype, seed, copies, k):
+    """The GPU's warps (32 columns a step) find the CPU's one-pass answers to the bit: the same
+    columns, costs, violators, counts and order, ties (copies of a few points) and lists longer
+    than a warp included."""
+    import cupy
+
+    from dlap.backends.cpu import points as cpu_kernels
+    from dlap.backends.gpu import points as gpu_kernels
+    from dlap.points.metrics import METRIC_IDS, norms
+
+    rng = np.random.default_rng(seed)
+    a, b = rng.random((n, d)).astype(dtype) + 0.1, rng.random((m, d)).astype(dtype) + 0.1
+    if copies:
+        b = b[rng.integers(0, min(3, m), m)]
+    na, nb = norms(a, metric, np), norms(b, metric, np)
+    rest = (METRIC_IDS[metric], 0.0, -1.0 if maximize else 1.0)
+    on_gpu = (cupy.asarray(a), cupy.asarray(b), cupy.asarray(na), cupy.asarray(nb), *rest)
+    k_near = min(k, m)
+    found = [(np.empty((n, k_near), dtype=np.int64), np.empty((n, k_near))) for _ in range(2)]
+    cpu_kernels.nearest_columns(a, b, na, nb, *rest, k_near, *found[0])
+    gpu_kernels.nearest_columns(*on_gpu, k_near, *found[1])
+    for on_cpu, on_device in zip(*found, strict=True):
+        np.testing.assert_array_equal(on_cpu, on_device)
+    u, v = rng.random(n) * 0.5, -rng.random(m) * 0.5  # duals that many pairs violate
+    priced = [(np.full((n, k), -7, dtype=np.int64), np.full((n, k), 7.0), np.empty(n, dtype=np.int64))
+              for _ in range(2)]
+    cpu_kernels.price(a, b, na, nb, *rest, u, v, PRICING_RTOL, 0.0, *priced[0])
+    gpu_kernels.price(*on_gpu, u, v, PRICING_RTOL, 0.0, *priced[1])
+    listed = np.arange(k)[None, :] < np.minimum(priced[0][2], k)[:, None]  # (slots past a row's count: unset)
+    np.testing.assert_array_equal(priced[0][2], priced[1][2])
+    for on_cpu, on_device in zip(priced[0][:2], priced[1][:2], strict=True):
+        np.testing.assert_array_equal(on_cpu[listed], on_device[listed])
+
+
+@pytest.mark.gpu
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 60), m=st.integers(1, 60), metric=st.sampled_from(METRICS), maximize=st.booleans(),
-       seed=st.integers(0, 2**31 - 1), candidates=st.integers(1, 8), d=st.sampled_from([3, 12]))
-def test_the_gpu_engine_reaches_the_optimum(n, m, metric, maximize, seed, candidates, d):
-    """d = 3: the k-d trees on the host; d = 12: the GPU's scans of every pair."""
+       seed=st.integers(0, 2**31 - 1), candidates=st.integers(1, 8), d=st.sampled_from([3, 12]),
+       gpu_prices=st.booleans())
+def test_the_gpu_engine_reaches_the_optimum(n, m, metric, maximize, seed, candidates, d, gpu_prices):
+    """d = 3: the k-d trees on the host, pricing by the GPU's scan of every pair or (more pairs
+    than GPU_PRICING_PAIRS) through the trees too; d = 12: the GPU's scans."""
+    from unittest import mock
+
+    from dlap.points import search
+
     rng = np.random.default_rng(seed)
     a, b = rng.random((n, d)) + 0.1, rng.random((m, d)) + 0.1
     p = 1.5 if metric == "minkowski" else None
-    result = _check(a, b, metric, p, maximize, device="gpu", candidates=candidates)
+    with mock.patch.object(search, "GPU_PRICING_PAIRS", search.GPU_PRICING_PAIRS if gpu_prices else 0):
+        result = _check(a, b, metric, p, maximize, device="gpu", candidates=candidates)
     assert result.stats.device == "gpu"
 
 

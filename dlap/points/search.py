@@ -1,6 +1,6 @@
 """Each row's nearest columns and the pricing of every pair, for the sparse-core engine: through
 k-d trees on the host (:mod:`dlap.backends.cpu.kdtree`) where the points have a few coordinates,
-whichever device holds them; else, for host points and a metric of dot products, through matrix
+whichever device holds them (but a GPU prices up to ``GPU_PRICING_PAIRS`` pairs itself); else, for host points and a metric of dot products, through matrix
 products (:mod:`.screen`); else by the device's kernels, which scan every pair. All give the same
 answers (the GPU's costs are the CPU's to the bit)."""
 
@@ -15,6 +15,11 @@ from .screen import SCREEN_MIN_DIM, SCREENED, Screen
 #: k-d trees answer the queries up to this many coordinates; above it most boxes are near every
 #: point and the kernels' scan of every pair is faster
 TREE_MAX_DIM = 8
+#: points on a GPU are priced by its scan of every pair (a warp a row) up to this many pairs,
+#: beyond it through the host's trees (one H200, a round: 5-D image pixels 43520 x 49152 0.13 s
+#: against 0.60 s, 2-D shifted clouds of 20000 0.06 against 0.23, uniform 3-D 50000 even, uniform
+#: 2-D 100000 0.21 against 0.15: docs/benchmarks.md, "Pricing on the GPU")
+GPU_PRICING_PAIRS = 4 * 10**9
 
 
 class PairSearch:
@@ -26,8 +31,9 @@ class PairSearch:
         self.kernels = kernels
         self.metric, self.p, self.sign = METRIC_IDS[metric], p, sign
         self.shape = (a.shape[0], b.shape[0])
-        self._on_device = (a, b, a_norms, b_norms)  # for the kernels: pair costs and nearest columns
+        self._on_device = (a, b, a_norms, b_norms)  # for the kernels: pair costs, nearest columns, pricing
         self.trees = a.shape[1] <= TREE_MAX_DIM
+        self.gpu_prices = not isinstance(a, np.ndarray) and self.shape[0] * self.shape[1] <= GPU_PRICING_PAIRS
         if self.trees:  # the points on the host in float64 (n x d: small beside the work of the
             # queries; the costs widen every coordinate to float64 first, so they are the same)
             a, b, a_norms, b_norms = (to_host(x).astype(np.float64) for x in (a, b, a_norms, b_norms))
@@ -82,20 +88,20 @@ class PairSearch:
         """Every pair's reduced cost ``c_ij - u_i - v_j``; each row's most negative ones below
         ``-(rtol * (|c_ij| + |u_i| + |v_j|) + atol)`` into ``index``, ``reduced``, their number into ``count``
         (:func:`dlap.backends.cpu.points.price`)."""
-        args = (self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p, self.sign, u, v, rtol, atol, index,
-                reduced, count)
-        if self.trees:
+        if self.trees and not self.gpu_prices:
             from ..backends.cpu import kdtree
 
             u, v = to_host(u), to_host(v)
             tree = self._tree(self.b, self.b_norms)
             ceilings = np.empty(tree[1].shape[0])
             kdtree.column_ceilings(tree, v, ceilings)
-            kdtree.price(tree, ceilings, *args)
+            kdtree.price(tree, ceilings, self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p, self.sign,
+                         u, v, rtol, atol, index, reduced, count)
         elif self.screened:
             self._screen(self.a, self.b, self.a_norms, self.b_norms).price(u, v, rtol, atol, index, reduced, count)
         else:
-            self.kernels.price(*args)
+            self.kernels.price(*self._on_device, self.metric, self.p, self.sign, u, v, rtol, atol, index, reduced,
+                               count)
 
     def pair_costs(self, rows, cols):
         """The pairs' costs (host float64), as the metric defines them."""

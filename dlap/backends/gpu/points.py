@@ -10,6 +10,9 @@ import numpy as np
 
 from .kernels import BLOCK, blocks, kernel
 
+#: threads a row of the nearest-columns and pricing kernels: a warp (cuda/points.cu)
+ROW_LANES = 32
+
 
 def _device(x, dtype=None):
     return cupy.asarray(x, dtype=dtype)
@@ -35,7 +38,7 @@ def nearest_columns(a, b, na, nb, metric, p, sign, k, index, cost) -> None:
     points, (d, metric, p, sign) = _geometry(a, b, na, nb, metric, p, sign)
     n, m = a.shape[0], b.shape[0]
     index_d, cost_d = cupy.empty((n, k), dtype=np.int64), cupy.empty((n, k))
-    _launch("nearest_columns", a, n, (*points, np.int64(n), np.int64(m), d, metric, p, sign, np.int32(k),
+    _launch("nearest_columns", a, n * ROW_LANES, (*points, np.int64(n), np.int64(m), d, metric, p, sign, np.int32(k),
                                       index_d, cost_d))
     _back(index, index_d)
     _back(cost, cost_d)
@@ -46,7 +49,7 @@ def price(a, b, na, nb, metric, p, sign, u, v, rtol, atol, index, reduced, count
     n, m, cap = a.shape[0], b.shape[0], index.shape[1]
     index_d, reduced_d = cupy.empty((n, cap), dtype=np.int64), cupy.empty((n, cap))
     count_d = cupy.empty(n, dtype=np.int64)
-    _launch("price", a, n, (*points, np.int64(n), np.int64(m), d, metric, p, sign, _device(u, np.float64),
+    _launch("price", a, n * ROW_LANES, (*points, np.int64(n), np.int64(m), d, metric, p, sign, _device(u, np.float64),
                             _device(v, np.float64), np.float64(rtol), np.float64(atol), np.int32(cap), index_d, reduced_d, count_d))
     _back(index, index_d)
     _back(reduced, reduced_d)

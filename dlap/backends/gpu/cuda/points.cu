@@ -26,66 +26,116 @@ __device__ double point_cost(const T* a, const T* b, const double* na, const dou
   return sign * s;
 }
 
-// Put `key` (with `item`) into the ascending keys[0..t], whose slot t is free or its largest.
-__device__ void insert_sorted(double* keys, long long* items, int t, double key, long long item) {
-  while (t > 0 && keys[t - 1] > key) {
-    keys[t] = keys[t - 1];
-    items[t] = items[t - 1];
-    --t;
+// Row i's list is searched by warp i: lane l scans columns l, l + 32, ...; the columns a lane
+// finds go into the row's ascending list one at a time in column order, so both kernels keep
+// the one-pass order (ties: the lower column) at 32 columns a step.
+#define WARP_LANES 32
+#define ALL_LANES 0xffffffffu
+
+// The warp puts (key, item) into the ascending keys[0..size) after the equal keys (items come in
+// increasing order), the last dropped where size == cap; returns the new size. Every lane calls
+// it with the same arguments.
+__device__ int warp_insert_sorted(double* keys, long long* items, int size, int cap, double key, long long item,
+                                  int lane) {
+  int at = 0;
+  for (int base = 0; base < size; base += WARP_LANES) {
+    const int t = base + lane;
+    at += __popc(__ballot_sync(ALL_LANES, t < size && keys[t] <= key));
   }
-  keys[t] = key;
-  items[t] = item;
+  const int end = size < cap ? size : cap - 1;  // entries [at, end) move up one, the top first
+  for (int base = ((end - 1) / WARP_LANES) * WARP_LANES; end > at && base + WARP_LANES > at; base -= WARP_LANES) {
+    const int t = base + lane;
+    const bool moves = t >= at && t < end;
+    double k = 0.0;
+    long long x = 0;
+    if (moves) {
+      k = keys[t];
+      x = items[t];
+    }
+    __syncwarp();
+    if (moves) {
+      keys[t + 1] = k;
+      items[t + 1] = x;
+    }
+    __syncwarp();
+  }
+  if (lane == 0 && at < cap) {
+    keys[at] = key;
+    items[at] = item;
+  }
+  __syncwarp();
+  return size < cap ? size + 1 : cap;
 }
 
-// Row i's k cheapest columns, cheapest first (ties: the lower column). One thread per row.
+// Each lane's found column joins the row's list, in column order, while it still beats the
+// list's last (`worst`, +inf until the list holds cap); the warp's new list size.
+__device__ int warp_take(double* keys, long long* items, int size, int cap, double& worst, unsigned found,
+                         double key, long long base, int lane) {
+  while (found) {
+    const int l = __ffs(found) - 1;
+    found &= found - 1;
+    const double k = __shfl_sync(ALL_LANES, key, l);
+    if (size < cap || k < worst) {
+      size = warp_insert_sorted(keys, items, size, cap, k, base + l, lane);
+      if (size == cap) worst = keys[cap - 1];
+    }
+  }
+  return size;
+}
+
+// Row i's k cheapest columns, cheapest first (ties: the lower column). One warp per row.
 template <typename T>
 __global__ void nearest_columns(const T* a, const T* b, const double* na, const double* nb, long long n,
                                 long long m, int d, int metric, double p, double sign, int k, long long* index,
                                 double* cost) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i >= n) return;
+  const long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / WARP_LANES;
+  const int lane = threadIdx.x % WARP_LANES;
+  if (i >= n) return;  // (whole warps)
   double* keys = cost + i * k;
   long long* items = index + i * k;
-  for (int t = 0; t < k; ++t) {
+  int size = 0;
+  double worst = DLAP_INF;
+  for (long long base = 0; base < m; base += WARP_LANES) {
+    const long long j = base + lane;
+    const double c = j < m ? point_cost(a, b, na, nb, i, j, d, metric, p, sign) : DLAP_INF;
+    size = warp_take(keys, items, size, k, worst, __ballot_sync(ALL_LANES, c < worst), c, base, lane);
+  }
+  for (int t = size + lane; t < k; t += WARP_LANES) {
     keys[t] = DLAP_INF;
     items[t] = -1;
-  }
-  double worst = DLAP_INF;
-  for (long long j = 0; j < m; ++j) {
-    double c = point_cost(a, b, na, nb, i, j, d, metric, p, sign);
-    if (c < worst) {
-      insert_sorted(keys, items, k - 1, c, j);
-      worst = keys[k - 1];
-    }
   }
 }
 
 // Pricing: row i's most negative reduced costs c - u_i - v_j below -(rtol (|c| + |u_i| + |v_j|) + atol),
-// at most cap of them, and how many there were. One thread per row.
+// at most cap of them, and how many there were. One warp per row.
 template <typename T>
 __global__ void price(const T* a, const T* b, const double* na, const double* nb, long long n, long long m, int d,
                       int metric, double p, double sign, const double* u, const double* v, double rtol, double atol, int cap,
                       long long* index, double* reduced, long long* count) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i >= n) return;
+  const long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / WARP_LANES;
+  const int lane = threadIdx.x % WARP_LANES;
+  if (i >= n) return;  // (whole warps)
   double* keys = reduced + i * cap;
   long long* items = index + i * cap;
   long long found = 0;
-  double worst = 0.0, ui = u[i];
-  for (long long j = 0; j < m; ++j) {
-    double c = point_cost(a, b, na, nb, i, j, d, metric, p, sign);
-    double r = c - ui - v[j];
-    if (r < -(rtol * (fabs(c) + fabs(ui) + fabs(v[j])) + atol)) {
-      if (found < cap) {
-        insert_sorted(keys, items, (int)found, r, j);
-      } else if (r < worst) {
-        insert_sorted(keys, items, cap - 1, r, j);
-      }
-      ++found;
-      worst = keys[(found < cap ? found : cap) - 1];
+  int size = 0;
+  double worst = DLAP_INF;
+  const double ui = u[i];
+  for (long long base = 0; base < m; base += WARP_LANES) {
+    const long long j = base + lane;
+    bool violated = false;
+    double r = 0.0;
+    if (j < m) {
+      const double c = point_cost(a, b, na, nb, i, j, d, metric, p, sign);
+      r = c - ui - v[j];
+      violated = r < -(rtol * (fabs(c) + fabs(ui) + fabs(v[j])) + atol);
     }
+    const unsigned violators = __ballot_sync(ALL_LANES, violated);
+    if (!violators) continue;
+    found += __popc(violators);
+    size = warp_take(keys, items, size, cap, worst, __ballot_sync(ALL_LANES, violated && r < worst), r, base, lane);
   }
-  count[i] = found;
+  if (lane == 0) count[i] = found;
 }
 
 // out[r * m + j] = c[start + r, j] for rows r < rows.

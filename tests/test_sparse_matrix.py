@@ -84,6 +84,57 @@ def test_forbidden_pairs_far_from_every_candidate():
     assert_same_optimum(cost, method="sparse")  # infeasible: scipy's ValueError
 
 
+def _entries_among(seed: int, dtype):
+    """A matrix of ties and forbidden entries, some of its rows and an ascending subset of its
+    columns, and those rows' k cheapest entries among those columns: sorted by cost then column."""
+    rng = np.random.default_rng(seed)
+    n, m = rng.integers(1, 40, 2)
+    cost = rng.integers(0, 5, (n, m)).astype(dtype)
+    if cost.dtype.kind == "f":
+        cost[rng.random((n, m)) < 0.2] = np.inf
+    rows = rng.choice(n, rng.integers(1, n + 1), replace=False).astype(np.int64)
+    columns = np.flatnonzero(rng.random(m) < 0.7) if m > 1 else np.arange(m)
+    columns = columns if columns.size else np.arange(m)
+    k = int(rng.integers(1, 40))
+    expected_cols, expected_cost = np.full((rows.size, k), -1), np.full((rows.size, k), np.inf)
+    for r, i in enumerate(rows):
+        values = cost[i, columns].astype(np.float64)
+        order = np.lexsort((columns, values))[:k]
+        allowed = order[np.isfinite(values[order])]
+        expected_cols[r, : allowed.size], expected_cost[r, : allowed.size] = columns[allowed], values[allowed]
+    return cost, rows, columns, k, expected_cols, expected_cost
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_the_cheapest_entries_among_given_columns(seed, dtype):
+    """What a stuck search's rows get (the nearest free columns): only those rows and columns read."""
+    from dlap.backends.cpu import matrix_core
+    from dlap.backends.cpu.numba_setup import read_only
+
+    cost, rows, columns, k, expected_cols, expected_cost = _entries_among(seed, dtype)
+    cols, found = np.empty((rows.size, k), dtype=np.int64), np.empty((rows.size, k))
+    matrix_core.cheapest_among(read_only(cost), rows, columns, k, cols, found)
+    np.testing.assert_array_equal(cols, expected_cols)
+    np.testing.assert_array_equal(found, expected_cost)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_the_cheapest_entries_among_given_columns_on_the_gpu(seed, dtype):
+    """The GPU's warps (a row each, 32 columns a step) give the same columns in the same order."""
+    import cupy
+
+    from dlap.backends.gpu import points
+
+    cost, rows, columns, k, expected_cols, expected_cost = _entries_among(seed, dtype)
+    cols, found = np.empty((rows.size, k), dtype=np.int64), np.empty((rows.size, k))
+    points.cheapest_among(cupy.asarray(cost), rows, columns, k, cols, found)
+    np.testing.assert_array_equal(cols, expected_cols)
+    np.testing.assert_array_equal(found, expected_cost)
+
+
 def test_a_dead_end_with_no_allowed_free_column_is_not_infeasibility(monkeypatch):
     """Found by hypothesis (one candidate each): the rows a stuck search reached have no allowed
     entry in any free column, but allowed entries in columns the core never held, through which

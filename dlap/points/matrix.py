@@ -118,9 +118,12 @@ class MatrixSearch:
         return to_host(self.matrix[xp.asarray(rows), xp.asarray(cols)].astype(np.float64))
 
     def nearest_among(self, rows, columns, k: int):
-        """The ``k`` cheapest of ``columns`` for each of ``rows`` (edges; column -1 where forbidden)."""
-        xp = self.xp
-        sub = self.matrix[xp.asarray(rows)][:, xp.asarray(columns)].astype(np.float64)
-        index, cost = (to_host(x) for x in self._cheapest(sub, k, 1))
-        cols = np.where(index >= 0, columns[np.maximum(index, 0)], -1)
+        """The ``k`` cheapest of ``columns`` (ascending) for each of ``rows`` (edges; column -1
+        where forbidden), reading only those entries."""
+        if self.xp is np:
+            from ..backends.cpu import matrix_core as kernels
+        else:
+            from ..backends.gpu import points as kernels
+        cols, cost = np.empty((rows.shape[0], k), dtype=np.int64), np.empty((rows.shape[0], k))
+        kernels.cheapest_among(self.matrix, rows, columns, k, cols, cost)
         return np.repeat(rows, k), cols.ravel(), cost.ravel()

@@ -31,6 +31,23 @@ def cheapest_in_rows(c, k, index, cost):
 
 
 @prange_kernel
+def cheapest_among(c, rows, columns, k, index, cost):
+    """``index[r]``, ``cost[r]``: the ``k`` cheapest entries of row ``rows[r]`` among ``columns``
+    (ascending), as :func:`cheapest_in_rows`: only those entries are read."""
+    for r in prange(rows.shape[0]):
+        i = rows[r]
+        for t in range(k):
+            cost[r, t] = np.inf
+            index[r, t] = -1
+        worst = np.inf
+        for j in columns:
+            x = np.float64(c[i, j])
+            if x < worst:
+                insert_sorted(cost[r], index[r], k - 1, x, j)
+                worst = cost[r, k - 1]
+
+
+@prange_kernel
 def cheapest_in_columns(c, k, index, cost):
     """``index[j]``, ``cost[j]``: column j's ``k`` cheapest entries (rows), as
     :func:`cheapest_in_rows`; each thread reads a chunk of columns row by row."""

@@ -37,7 +37,7 @@ _TEMPLATES = {
                 "scaling_phase"),
     "batch": ("batch_augmenting_paths",),
     "bidding": ("bidding_rounds", "row_minima_terms"),
-    "points": ("nearest_columns", "price", "block_costs", "pair_costs"),
+    "points": ("nearest_columns", "price", "block_costs", "pair_costs", "cheapest_among"),
 }
 #: nvcc options of a module beyond the defaults: the points' costs are computed without FMA
 #: contraction, as the CPU computes them

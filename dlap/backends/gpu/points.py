@@ -56,6 +56,20 @@ def price(a, b, na, nb, metric, p, sign, u, v, rtol, atol, index, reduced, count
     _back(count, count_d)
 
 
+def cheapest_among(c, rows, columns, k, index, cost) -> None:
+    """A given matrix ``c``'s ``k`` cheapest entries of each of ``rows`` among ``columns``
+    (ascending): their columns (-1 where forbidden) and costs, as the CPU's
+    :func:`dlap.backends.cpu.matrix_core.cheapest_among`."""
+    c = cupy.ascontiguousarray(c)
+    n_rows, columns_d = rows.shape[0], _device(columns, np.int64)
+    at_d, cost_d = cupy.empty((n_rows, k), dtype=np.int64), cupy.empty((n_rows, k))
+    _launch("cheapest_among", c, n_rows * ROW_LANES, (c, np.int64(c.shape[1]), _device(rows, np.int64),
+                                                     np.int64(n_rows), columns_d, np.int64(columns_d.shape[0]),
+                                                     np.int32(k), at_d, cost_d))
+    _back(index, cupy.where(at_d >= 0, columns_d[cupy.maximum(at_d, 0)], -1))
+    _back(cost, cost_d)
+
+
 def block_costs(a, b, na, nb, metric, p, sign, start, out) -> None:
     points, (d, metric, p, sign) = _geometry(a, b, na, nb, metric, p, sign)
     rows, m = out.shape

@@ -106,6 +106,31 @@ __global__ void nearest_columns(const T* a, const T* b, const double* na, const 
   }
 }
 
+// A given matrix's row rows[r]: its k cheapest entries among columns[0..count) (ascending), as
+// their positions in columns, cheapest first (ties: the lower column), -1 and inf past its
+// allowed ones (+inf entries are forbidden). One warp per row.
+template <typename T>
+__global__ void cheapest_among(const T* c, long long m, const long long* rows, long long n_rows,
+                               const long long* columns, long long count, int k, long long* index, double* cost) {
+  const long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / WARP_LANES;
+  const int lane = threadIdx.x % WARP_LANES;
+  if (r >= n_rows) return;  // (whole warps)
+  const T* row = c + rows[r] * m;
+  double* keys = cost + r * k;
+  long long* items = index + r * k;
+  int size = 0;
+  double worst = DLAP_INF;
+  for (long long base = 0; base < count; base += WARP_LANES) {
+    const long long t = base + lane;
+    const double x = t < count ? (double)row[columns[t]] : DLAP_INF;
+    size = warp_take(keys, items, size, k, worst, __ballot_sync(ALL_LANES, x < worst), x, base, lane);
+  }
+  for (int t = size + lane; t < k; t += WARP_LANES) {
+    keys[t] = DLAP_INF;
+    items[t] = -1;
+  }
+}
+
 // Pricing: row i's most negative reduced costs c - u_i - v_j below -(rtol (|c| + |u_i| + |v_j|) + atol),
 // at most cap of them, and how many there were. One warp per row.
 template <typename T>

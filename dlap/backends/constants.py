@@ -46,13 +46,17 @@ SCAN_BATCH = 10
 #: before the cluster does, so it is not bound to 32 warps a cluster
 SEARCH_WIDE_THREADS = 512
 TUNABLES = {"THETA_ROWS": THETA_ROWS, "SCAN_BATCH": SCAN_BATCH, "SEARCH_WIDE_THREADS": SEARCH_WIDE_THREADS}
+#: threads a row of the sparse-core engine's scans (points.cu: a warp, whose ballots they use); the
+#: Python side launches that many threads a row
+ROW_LANES = 32
+SHAPES = {"ROW_LANES": ROW_LANES}
 
 
 def cuda_preamble() -> str:
-    """The constants above as CUDA source: the control block's slots and the row plans as enums,
-    the tunables as ``#define`` (inside ``#ifndef``)."""
+    """The constants above as CUDA source: the control block's slots, the row plans and the
+    shapes as enums, the tunables as ``#define`` (inside ``#ifndef``)."""
     lines = ["// Generated from dlap/backends/constants.py: edit the constants there."]
-    for table in (CONTROL_SLOTS, ROW_PLANS):
+    for table in (CONTROL_SLOTS, ROW_PLANS, SHAPES):
         lines.append("enum { " + ", ".join(f"{name} = {value}" for name, value in table.items()) + " };")
     for name, value in TUNABLES.items():
         lines += [f"#ifndef {name}", f"#define {name} {value}", "#endif"]

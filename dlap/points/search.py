@@ -1,8 +1,9 @@
 """Each row's nearest columns and the pricing of every pair, for the sparse-core engine: through
 k-d trees on the host (:mod:`dlap.backends.cpu.kdtree`) where the points have a few coordinates,
-whichever device holds them (but a GPU prices up to ``GPU_PRICING_PAIRS`` pairs itself); else, for host points and a metric of dot products, through matrix
-products (:mod:`.screen`); else by the device's kernels, which scan every pair. All give the same
-answers (the GPU's costs are the CPU's to the bit)."""
+whichever device holds them (but a GPU prices up to ``GPU_PRICING_PAIRS`` pairs itself); else,
+for host points and a metric of dot products, through matrix products (:mod:`.screen`); else by
+the device's kernels, which scan every pair. All give the same answers (the GPU's costs are the
+CPU's to the bit)."""
 
 from __future__ import annotations
 

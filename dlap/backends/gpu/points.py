@@ -8,10 +8,8 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from ..constants import ROW_LANES
 from .kernels import BLOCK, blocks, kernel
-
-#: threads a row of the nearest-columns and pricing kernels: a warp (cuda/points.cu)
-ROW_LANES = 32
 
 
 def _device(x, dtype=None):

@@ -26,10 +26,9 @@ __device__ double point_cost(const T* a, const T* b, const double* na, const dou
   return sign * s;
 }
 
-// Row i's list is searched by warp i: lane l scans columns l, l + 32, ...; the columns a lane
-// finds go into the row's ascending list one at a time in column order, so both kernels keep
-// the one-pass order (ties: the lower column) at 32 columns a step.
-#define WARP_LANES 32
+// Row i's list is searched by warp i (ROW_LANES threads): lane l scans columns l, l + 32, ...;
+// the columns a lane finds go into the row's ascending list one at a time in column order, so
+// the kernels keep the one-pass order (ties: the lower column) at 32 columns a step.
 #define ALL_LANES 0xffffffffu
 
 // The warp puts (key, item) into the ascending keys[0..size) after the equal keys (items come in
@@ -38,12 +37,12 @@ __device__ double point_cost(const T* a, const T* b, const double* na, const dou
 __device__ int warp_insert_sorted(double* keys, long long* items, int size, int cap, double key, long long item,
                                   int lane) {
   int at = 0;
-  for (int base = 0; base < size; base += WARP_LANES) {
+  for (int base = 0; base < size; base += ROW_LANES) {
     const int t = base + lane;
     at += __popc(__ballot_sync(ALL_LANES, t < size && keys[t] <= key));
   }
   const int end = size < cap ? size : cap - 1;  // entries [at, end) move up one, the top first
-  for (int base = ((end - 1) / WARP_LANES) * WARP_LANES; end > at && base + WARP_LANES > at; base -= WARP_LANES) {
+  for (int base = ((end - 1) / ROW_LANES) * ROW_LANES; end > at && base + ROW_LANES > at; base -= ROW_LANES) {
     const int t = base + lane;
     const bool moves = t >= at && t < end;
     double k = 0.0;
@@ -88,19 +87,19 @@ template <typename T>
 __global__ void nearest_columns(const T* a, const T* b, const double* na, const double* nb, long long n,
                                 long long m, int d, int metric, double p, double sign, int k, long long* index,
                                 double* cost) {
-  const long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / WARP_LANES;
-  const int lane = threadIdx.x % WARP_LANES;
+  const long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / ROW_LANES;
+  const int lane = threadIdx.x % ROW_LANES;
   if (i >= n) return;  // (whole warps)
   double* keys = cost + i * k;
   long long* items = index + i * k;
   int size = 0;
   double worst = DLAP_INF;
-  for (long long base = 0; base < m; base += WARP_LANES) {
+  for (long long base = 0; base < m; base += ROW_LANES) {
     const long long j = base + lane;
     const double c = j < m ? point_cost(a, b, na, nb, i, j, d, metric, p, sign) : DLAP_INF;
     size = warp_take(keys, items, size, k, worst, __ballot_sync(ALL_LANES, c < worst), c, base, lane);
   }
-  for (int t = size + lane; t < k; t += WARP_LANES) {
+  for (int t = size + lane; t < k; t += ROW_LANES) {
     keys[t] = DLAP_INF;
     items[t] = -1;
   }
@@ -112,20 +111,20 @@ __global__ void nearest_columns(const T* a, const T* b, const double* na, const 
 template <typename T>
 __global__ void cheapest_among(const T* c, long long m, const long long* rows, long long n_rows,
                                const long long* columns, long long count, int k, long long* index, double* cost) {
-  const long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / WARP_LANES;
-  const int lane = threadIdx.x % WARP_LANES;
+  const long long r = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / ROW_LANES;
+  const int lane = threadIdx.x % ROW_LANES;
   if (r >= n_rows) return;  // (whole warps)
   const T* row = c + rows[r] * m;
   double* keys = cost + r * k;
   long long* items = index + r * k;
   int size = 0;
   double worst = DLAP_INF;
-  for (long long base = 0; base < count; base += WARP_LANES) {
+  for (long long base = 0; base < count; base += ROW_LANES) {
     const long long t = base + lane;
     const double x = t < count ? (double)row[columns[t]] : DLAP_INF;
     size = warp_take(keys, items, size, k, worst, __ballot_sync(ALL_LANES, x < worst), x, base, lane);
   }
-  for (int t = size + lane; t < k; t += WARP_LANES) {
+  for (int t = size + lane; t < k; t += ROW_LANES) {
     keys[t] = DLAP_INF;
     items[t] = -1;
   }
@@ -137,8 +136,8 @@ template <typename T>
 __global__ void price(const T* a, const T* b, const double* na, const double* nb, long long n, long long m, int d,
                       int metric, double p, double sign, const double* u, const double* v, double rtol, double atol, int cap,
                       long long* index, double* reduced, long long* count) {
-  const long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / WARP_LANES;
-  const int lane = threadIdx.x % WARP_LANES;
+  const long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / ROW_LANES;
+  const int lane = threadIdx.x % ROW_LANES;
   if (i >= n) return;  // (whole warps)
   double* keys = reduced + i * cap;
   long long* items = index + i * cap;
@@ -146,7 +145,7 @@ __global__ void price(const T* a, const T* b, const double* na, const double* nb
   int size = 0;
   double worst = DLAP_INF;
   const double ui = u[i];
-  for (long long base = 0; base < m; base += WARP_LANES) {
+  for (long long base = 0; base < m; base += ROW_LANES) {
     const long long j = base + lane;
     bool violated = false;
     double r = 0.0;

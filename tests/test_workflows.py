@@ -75,3 +75,42 @@ def test_colour_transfer_between_two_images(tmp_path, maximum):
     assert transferred.shape == first.shape
     given = {tuple(c) for c in second.reshape(-1, 3)}
     assert all(tuple(c) in given for c in transferred.reshape(-1, 3))
+
+
+def test_match_two_generated_point_clouds_from_a_dask_client(tmp_path):
+    """The clouds made by a task on a local cluster's workers, the matching written to Zarr: the
+    optimum dlap.solve_points finds in one process."""
+    zarr = pytest.importorskip("zarr")
+    import dlap
+    from dlap import generate
+
+    store = tmp_path / "match.zarr"
+    done = run("match_point_clouds.py", "--n", "2500", "--m", "2800", "--family", "clustered", "--seed", "3",
+               "--workers", "2", "--device", "cpu", "--out", store, cwd=tmp_path)
+    record = json.loads(done.stdout.splitlines()[-1])
+    assert record["optimal"] and record["workers"] == 2 and (record["n"], record["m"], record["d"]) == (2500, 2800, 2)
+    a, b = generate.points("clustered", 2500, 2800, seed=3)
+    alone = dlap.solve_points(a, b, device="cpu")
+    assert record["objective"] == pytest.approx(alone.objective, rel=1e-12)
+    written = zarr.open_group(str(store), mode="r")
+    cols = np.asarray(written["col_ind"])
+    assert np.array_equal(np.asarray(written["row_ind"]), np.arange(2500)) and np.unique(cols).size == 2500
+    assert np.linalg.norm(a - b[cols], axis=1).sum() == pytest.approx(alone.objective, rel=1e-12)
+    assert written.attrs["optimal"] is True and written.attrs["metric"] == "euclidean"
+
+
+def test_match_point_clouds_read_from_zarr(tmp_path):
+    """--points: a store's arrays a and b (the longer first), matched under another metric."""
+    zarr = pytest.importorskip("zarr")
+    import dlap
+
+    rng = np.random.default_rng(5)
+    a, b = rng.random((900, 3)), rng.random((700, 3)) + 0.2
+    clouds = zarr.open_group(str(tmp_path / "clouds.zarr"), mode="w")
+    clouds.create_array("a", data=a, chunks=(300, 3))
+    clouds.create_array("b", data=b, chunks=(300, 3))
+    done = run("match_point_clouds.py", "--points", tmp_path / "clouds.zarr", "--metric", "cityblock",
+               "--workers", "2", "--device", "cpu", cwd=tmp_path)
+    record = json.loads(done.stdout.splitlines()[-1])
+    assert record["optimal"] and (record["n"], record["m"], record["d"]) == (900, 700, 3) and record["out"] is None
+    assert record["objective"] == pytest.approx(dlap.solve_points(a, b, "cityblock", device="cpu").objective, rel=1e-12)

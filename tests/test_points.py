@@ -587,7 +587,9 @@ def test_each_row_gets_every_column_of_its_cells_partner(monkeypatch):
         np.testing.assert_allclose(row_centroids[3], rows[12:16].mean(axis=0))
         return partner, 1e9
 
-    pair_rows, pair_cols = coarse.transport_pairs(rows, cols, assign)
+    transport = coarse.transport_pairs(rows, cols, assign)
+    pair_rows, pair_cols = transport.pairs
+    assert not transport.price_early
     assert seen["shapes"] == ((10, 2), (13, 2))
     assert np.all(np.diff(pair_rows) >= 0)
     col_bounds = coarse.cell_bounds(52, 13)
@@ -598,12 +600,16 @@ def test_each_row_gets_every_column_of_its_cells_partner(monkeypatch):
 
 def test_local_transport_gets_no_coarse_pairs(monkeypatch):
     """A coarse solve whose pricing found at most LOCAL_VIOLATORS a cell: the neighbours suffice
-    (unless ``always``)."""
+    (unless ``always``: then the pairs, and a pricing pass early)."""
     monkeypatch.setattr(coarse, "CELL_POINTS", 4)
     rows = np.random.default_rng(1).random((40, 2))
-    assert coarse.transport_pairs(rows, rows, lambda r, c: (np.arange(10), 10 * coarse.LOCAL_VIOLATORS)) is None
-    assert coarse.transport_pairs(rows, rows, lambda r, c: (np.arange(10), 10 * coarse.LOCAL_VIOLATORS + 1)) is not None
-    assert coarse.transport_pairs(rows, rows, lambda r, c: (np.arange(10), 0), always=True) is not None
+    local, spread = 10 * coarse.LOCAL_VIOLATORS, 10 * coarse.LOCAL_VIOLATORS + 1
+    assert coarse.transport_pairs(rows, rows, lambda r, c: (np.arange(10), local)) == (None, False)
+    for always in (False, True):
+        transport = coarse.transport_pairs(rows, rows, lambda r, c: (np.arange(10), spread), always=always)
+        assert transport.pairs is not None and not transport.price_early
+    transport = coarse.transport_pairs(rows, rows, lambda r, c: (np.arange(10), local), always=True)
+    assert transport.pairs is not None and transport.price_early
 
 
 def test_only_rows_whose_partner_cell_is_out_of_reach_keep_their_pairs():
@@ -634,27 +640,35 @@ def test_which_sets_get_coarse_pairs():
     for metric in ("sqeuclidean", "euclidean"):
         shifted = dlap.solve_points(*generate.points("shifted", n, seed=2), metric)
         assert shifted.stats.phase_counts["coarse_edges"] > n
+        assert "early_violators" not in shifted.stats.phase_counts
     uniform = generate.points("uniform", n, seed=2)
-    assert "coarse_edges" not in dlap.solve_points(*uniform, "sqeuclidean").stats.phase_counts
-    assert "coarse_edges" not in dlap.solve_points(*uniform, "cityblock").stats.phase_counts
-    assert dlap.solve_points(*uniform, "euclidean").stats.phase_counts["coarse_edges"] > 0
+    for metric in ("sqeuclidean", "cityblock"):
+        counts = dlap.solve_points(*uniform, metric).stats.phase_counts
+        assert "coarse_edges" not in counts and "early_violators" not in counts
+    counts = dlap.solve_points(*uniform, "euclidean").stats.phase_counts
+    assert counts["coarse_edges"] > 0 and counts["early_violators"] > 0  # and it is priced early
 
 
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 60), m=st.integers(1, 60), d=st.integers(1, 4), metric=st.sampled_from(METRICS),
        maximize=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**31 - 1),
-       cell=st.integers(2, 6))
-def test_coarse_pairs_of_any_sets_keep_the_optimum(n, m, d, metric, maximize, dtype, seed, cell):
+       cell=st.integers(2, 6), early=st.booleans())
+def test_coarse_pairs_of_any_sets_keep_the_optimum(n, m, d, metric, maximize, dtype, seed, cell, early):
     """Coarse pairs for every set of at least 2 rows, whatever its coarse solve priced (cells of
-    2 to 6 points, the coarse problems themselves coarsened again)."""
+    2 to 6 points, the coarse problems themselves coarsened again); ``early``: every transport
+    local, every metric priced early (the first auction stopped at EARLY_PRICING_EPS)."""
     rng = np.random.default_rng(seed)
     a, b = (rng.random((n, d)) + 0.1).astype(dtype), (rng.random((m, d)) + 0.1).astype(dtype)
     p = 1.5 if metric == "minkowski" else None
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(coarse, "MIN_ROWS", 2)
         patch.setattr(coarse, "CELL_POINTS", cell)
-        patch.setattr(coarse, "LOCAL_VIOLATORS", -1.0)
-        _check(a, b, metric, p, maximize, candidates=2)
+        patch.setattr(coarse, "LOCAL_VIOLATORS", np.inf if early else -1.0)
+        if early:
+            patch.setattr(coarse, "ALWAYS_METRICS", tuple(METRICS))
+        result = _check(a, b, metric, p, maximize, candidates=2)
+    priced_early = early and min(n, m) >= 2 and metric != "cosine"  # (cosine has no k-d order: no coarse problem)
+    assert ("early_violators" in result.stats.phase_counts) == priced_early
 
 
 @pytest.mark.gpu

@@ -11,10 +11,14 @@ the fine one must move (coarsening as in multiscale transport solvers, Schmitzer
 are candidates only: pricing still proves the answer over every pair. Where the coarse problem's
 own pricing found almost no violators, its transport is local, the fine one's too, and the
 neighbours suffice: no edges are added then (they only made such cores larger), except under
-the Euclidean distance, whose optimum has long edges between uniform sets too.
+the Euclidean distance, whose optimum has long edges between uniform sets too; those sets are also
+priced once early, at a coarse ε of the first auction (:class:`Transport`), so that the long
+edges the cells miss join the core before the auction's fine phases instead of after them.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +39,17 @@ LOCAL_VIOLATORS = 1.0
 ALWAYS_METRICS = ("euclidean",)
 
 
+class Transport(NamedTuple):
+    """What the coarse problem says of the fine one: ``pairs`` (rows, columns) for the first core,
+    or None; ``price_early``: the transport is local, yet under a metric of ``ALWAYS_METRICS``
+    (uniform sets under the Euclidean distance): the optimum's long edges are few and spread, and
+    a pricing pass at a coarse ε finds them before the auction's fine phases
+    (:data:`dlap.points.core.EARLY_PRICING_EPS`)."""
+
+    pairs: tuple[np.ndarray, np.ndarray] | None
+    price_early: bool
+
+
 def cell_bounds(n_points: int, n_cells: int) -> np.ndarray:
     """The first point of each of ``n_cells`` cells of consecutive points (sizes differing by at
     most one), then ``n_points``."""
@@ -47,26 +62,27 @@ def centroids(points: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return sums / np.diff(bounds)[:, None]
 
 
-def transport_pairs(rows: np.ndarray, cols: np.ndarray, assign, always: bool = False
-                    ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Row ``i`` paired with every column of the cell its cell is assigned to; None where the
-    transport is local, unless ``always``. ``rows`` and ``cols``: host points in k-d order,
-    ``len(rows) <= len(cols)``; ``assign(row_centroids, col_centroids)``: the column cell of
-    each row cell (every row cell assigned) and the coarse solve's violators."""
+def transport_pairs(rows: np.ndarray, cols: np.ndarray, assign, always: bool = False) -> Transport:
+    """Row ``i`` paired with every column of the cell its cell is assigned to; none where the
+    transport is local, unless ``always`` (then the transport says to price early).
+    ``rows`` and ``cols``: host points in k-d order, ``len(rows) <= len(cols)``;
+    ``assign(row_centroids, col_centroids)``: the column cell of each row cell (every row cell
+    assigned) and the coarse solve's violators."""
     n, m = rows.shape[0], cols.shape[0]
     row_cells = max(1, n // CELL_POINTS)
     col_cells = max(row_cells, min(m, round(row_cells * m / n)))
     row_bounds, col_bounds = cell_bounds(n, row_cells), cell_bounds(m, col_cells)
     partner, violators = assign(centroids(rows, row_bounds), centroids(cols, col_bounds))
-    if not always and violators <= LOCAL_VIOLATORS * row_cells:
-        return None
+    local = violators <= LOCAL_VIOLATORS * row_cells
+    if local and not always:
+        return Transport(None, False)
     partner = np.asarray(partner, dtype=np.int64)
     cell_of_row = np.repeat(np.arange(row_cells), np.diff(row_bounds))
     first, width = col_bounds[partner][cell_of_row], np.diff(col_bounds)[partner][cell_of_row]
     pair_rows = np.repeat(np.arange(n, dtype=np.int64), width)
     starts = np.cumsum(width) - width
     pair_cols = np.repeat(first - starts, width) + np.arange(pair_rows.shape[0], dtype=np.int64)
-    return pair_rows, pair_cols
+    return Transport((pair_rows, pair_cols), local)
 
 
 def beyond_reach(rows: np.ndarray, costs: np.ndarray, reach: np.ndarray) -> np.ndarray:

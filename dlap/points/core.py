@@ -6,7 +6,8 @@ Lee & Orlin's sparse core with pricing, as in column generation:
    nearest points in the metric: :mod:`dlap.points.search`), and for point sets the columns
    their cells' coarse assignment sends them to (:mod:`dlap.points.coarse`);
 2. **core solve**: prices from Bertsekas' ε-scaling auction on that sparse graph (forward, and on a
-   rectangular one reverse too), then its exact assignment by shortest augmenting paths from them
+   rectangular one reverse too; where the coarse problem says so, stopped at a coarse ε for a
+   pricing pass whose violators join the core before the fine phases), then its exact assignment by shortest augmenting paths from them
    (Jonker & Volgenant's augmenting row reduction, then Dijkstra as in Crouse's rectangular
    algorithm, with implicit rows for the columns left over); where the auction or a search finds
    rows the core gives fewer columns than themselves, they get edges to their nearest free
@@ -56,6 +57,11 @@ ARR_STEPS_PER_ROW = 8
 AUCTION_FIRST_EPS = 0.25
 AUCTION_LAST_EPS = 1e-6
 AUCTION_EPS_FACTOR = 6.0
+#: where the coarse problem says to price early (:class:`dlap.points.coarse.Transport`), the first
+#: auction stops at this share of the costs' spread for a pricing pass, and goes on from it with
+#: the violators in the core (uniform Euclidean points on 2 cores: n = 10^6 119 -> 102 s, 443 ->
+#: 321 million bids; n = 10^5 28.6 -> 18.9 million bids: docs/benchmarks.md, "Pricing early")
+EARLY_PRICING_EPS = 1e-4
 #: bids a row in a phase after which the auction asks whether its next free row can be matched at
 #: all (and again after as many more): a core that matches not every row shows as a price war
 AUCTION_CHECK_BIDS_PER_ROW = 20
@@ -226,7 +232,8 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
     hears of each stage (:data:`PROGRESS_SHARES`). ``whole``: the costs are whole numbers (of
     at most 2**51 in magnitude), and the duals are kept whole: the auction's prices are rounded
     down before the exact solve, whose shortest paths keep them whole. ``coarse``: a callable
-    giving more pairs (rows, columns) for the first core (:mod:`dlap.points.coarse`)."""
+    giving the coarse problem's :class:`dlap.points.coarse.Transport`: more pairs (rows, columns)
+    for the first core, and whether to price once at ``EARLY_PRICING_EPS`` of the first auction."""
     from ..backends.cpu import points as core_kernels
 
     n, m = search.shape
@@ -244,35 +251,38 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
         k_rows = max(1, min(k, n))
         back_index, back_cost = search.nearest_rows(k_rows)
         core.add(back_index.ravel(), np.repeat(np.arange(m, dtype=np.int64), k_rows), back_cost.ravel())
-        if coarse is not None and (pairs := coarse()) is not None:
-            rows, cols = pairs
+        transport = coarse() if coarse is not None else None
+        if transport is not None and transport.pairs is not None:
+            rows, cols = transport.pairs
             costs = search.pair_costs(rows, cols)
             far = beyond_reach(rows, costs, nearest[1][:, -1])
             counts["coarse_edges"] = core.add(rows[far], cols[far], costs[far])
+    early = transport is not None and transport.price_early
+    violators = np.empty((n, k), dtype=np.int64), np.empty((n, k)), np.empty(n, dtype=np.int64)
     report.stage("core solve", candidates_end, core_end, n)
     with _timed("core_solve"):
         solution.start(core)
-        while (short := _auction(core, solution, square, counts)) is not None and short.size:
+        last = EARLY_PRICING_EPS if early else None
+        while (short := _auction(core, solution, square, counts, last_share=last)) is not None and short.size:
             _make_matchable(search, core, solution, counts, short)  # the nearest neighbours match not every row
             solution.start(core)
+    if early:
+        with _timed("pricing"):
+            counts["early_violators"], *pairs = _price(search, core, solution, violators)
+        with _timed("core_solve"):
+            if _auction(core, solution, square, counts, first_share=EARLY_PRICING_EPS) is not None:
+                _restart(core, solution, square, counts, *pairs)  # (its guard stopped it: repaired instead)
+    with _timed("core_solve"):
         _assign_all(search, core, solution, square, counts)
     auction_bids = counts.get("auction_bids", 0)
-    violators_index, violators_reduced = np.empty((n, k), dtype=np.int64), np.empty((n, k))
-    violators_count = np.empty(n, dtype=np.int64)
     polished = False
     for round_ in range(1, MAX_ROUNDS + 1):
         # each round half as long as the one before, in the rest of the bar
         report.stage(f"pricing round {round_}", 1 - (1 - core_end) / 2 ** (round_ - 1),
                      1 - (1 - core_end) / 2**round_, 0)
         with _timed("pricing"):
-            search.price(solution.u, solution.v, *_pricing_tolerance(solution), violators_index, violators_reduced,
-                         violators_count)
-            found = int(violators_count.sum())
+            found, rows, cols, costs = _price(search, core, solution, violators)
             counts["violators"] = counts.get("violators", 0) + found
-            rows = np.repeat(np.arange(n, dtype=np.int64), np.minimum(violators_count, k))
-            cols = violators_index[np.arange(k)[None, :] < violators_count[:, None]]
-            costs = search.pair_costs(rows, cols)
-            core.add(rows, cols, costs)  # violators already in the core are solved again all the same
         counts["pricing_rounds"] = round_
         if not found:
             if polished or solution.whole or not _rounding_outweighs_objective(solution):
@@ -293,11 +303,26 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
     return solution
 
 
-def _auction(core, solution, square: bool, counts, first_eps: float | None = None) -> np.ndarray | None:
+def _price(search, core, solution, violators):
+    """A pricing pass against the solution's duals: each row's most violated pairs (at most as
+    many as ``violators``' buffers hold) join the core. Returns how many pairs were violated, and
+    the pairs that joined (rows, columns, costs)."""
+    index, reduced, count = violators
+    search.price(solution.u, solution.v, *_pricing_tolerance(solution), index, reduced, count)
+    k = index.shape[1]
+    rows = np.repeat(np.arange(index.shape[0], dtype=np.int64), np.minimum(count, k))
+    cols = index[np.arange(k)[None, :] < count[:, None]]
+    costs = search.pair_costs(rows, cols)
+    core.add(rows, cols, costs)  # violators already in the core are solved again all the same
+    return int(count.sum()), rows, cols, costs
+
+
+def _auction(core, solution, square: bool, counts, first_eps: float | None = None, first_share: float | None = None,
+             last_share: float | None = None) -> np.ndarray | None:
     """Prices from Bertsekas' ε-scaling auction on the core (forward and, on a rectangular matrix,
-    reverse), from the solution's prices and matching, ε from ``first_eps`` (else
-    ``AUCTION_FIRST_EPS`` of the costs' spread) down to ``AUCTION_LAST_EPS``; the rows not tight
-    under them are let go for the exact solve (returns None). Where the auction finds no perfect
+    reverse), from the solution's prices and matching, ε from ``first_eps`` (else ``first_share``
+    of the costs' spread, default ``AUCTION_FIRST_EPS``) down to ``last_share`` of it (default
+    ``AUCTION_LAST_EPS``); the rows not tight under them are let go for the exact solve (returns None). Where the auction finds no perfect
     matching of the core, it returns rows the core gives fewer columns than themselves, the
     solution's matching then the auction's (for :func:`_make_matchable` to go on from); where its
     guard stopped it, none, the solution as it was."""
@@ -307,8 +332,8 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     span = float(costs.max() - costs.min()) if costs.size else 0.0
     if span == 0.0:
         return None
-    last = AUCTION_LAST_EPS * span
-    first = AUCTION_FIRST_EPS * span if first_eps is None else max(first_eps, last)
+    last = (AUCTION_LAST_EPS if last_share is None else last_share) * span
+    first = (AUCTION_FIRST_EPS if first_share is None else first_share) * span if first_eps is None else max(first_eps, last)
     counters, reached = np.zeros(3, dtype=np.int64), np.empty(core.n_rows, dtype=np.int64)
     v, col4row, row4col = solution.v.copy(), solution.col4row.copy(), solution.row4col.copy()
     by_column = _NO_COLUMNS if square else core.csc()

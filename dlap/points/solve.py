@@ -134,7 +134,8 @@ class PointsProblem:
         return x[self.xp.asarray(order)]
 
     def coarse_pairs(self, maximize: bool):
-        """A callable giving the first core's coarse transport candidates (:mod:`dlap.points.coarse`,
+        """A callable giving the coarse problem's :class:`~dlap.points.coarse.Transport` (the first
+        core's coarse transport candidates, and whether to price early; :mod:`dlap.points.coarse`,
         the cells' centroids assigned by :func:`solve_points` on the CPU, whichever device holds
         the points: a problem ``CELL_POINTS`` times smaller), or None
         where there are fewer than ``MIN_ROWS`` rows or no k-d order (points of more than

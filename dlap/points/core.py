@@ -9,9 +9,9 @@ Lee & Orlin's sparse core with pricing, as in column generation:
    rectangular one reverse too; where the coarse problem says so, stopped at a coarse ε for a
    pricing pass whose violators join the core before the fine phases), then its exact assignment
    by shortest augmenting paths from them (Jonker & Volgenant's augmenting row reduction, then
-   Dijkstra as in Crouse's rectangular algorithm, with implicit rows for the columns left over); where the auction or a search finds
-   rows the core gives fewer columns than themselves, they get edges to their nearest free
-   columns, and the solve goes on;
+   Dijkstra as in Crouse's rectangular algorithm, with implicit rows for the columns left over);
+   where the auction or a search finds rows the core gives fewer columns than themselves, they
+   get edges to their nearest free columns, and the solve goes on;
 3. **pricing**: every one of the n x m pairs' reduced cost ``c_ij - u_i - v_j`` against the core's
    duals; pairs below zero join the core, which is solved again warm: by the auction where many
    rows have new edges, else by letting the rows whose pairs the new edges undercut go and

@@ -322,10 +322,10 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     """Prices from Bertsekas' ε-scaling auction on the core (forward and, on a rectangular matrix,
     reverse), from the solution's prices and matching, ε from ``first_eps`` (else ``first_share``
     of the costs' spread, default ``AUCTION_FIRST_EPS``) down to ``last_share`` of it (default
-    ``AUCTION_LAST_EPS``); the rows not tight under them are let go for the exact solve (returns None). Where the auction finds no perfect
-    matching of the core, it returns rows the core gives fewer columns than themselves, the
-    solution's matching then the auction's (for :func:`_make_matchable` to go on from); where its
-    guard stopped it, none, the solution as it was."""
+    ``AUCTION_LAST_EPS``); the rows not tight under them are let go for the exact solve (returns
+    None). Where the auction finds no perfect matching of the core, it returns rows the core gives
+    fewer columns than themselves, the solution's matching then the auction's (for
+    :func:`_make_matchable` to go on from); where its guard stopped it, none, the solution as it was."""
     from ..backends.cpu import points as core_kernels
 
     indptr, indices, costs = core.csr()
@@ -333,7 +333,10 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     if span == 0.0:
         return None
     last = (AUCTION_LAST_EPS if last_share is None else last_share) * span
-    first = (AUCTION_FIRST_EPS if first_share is None else first_share) * span if first_eps is None else max(first_eps, last)
+    if first_eps is None:
+        first = (AUCTION_FIRST_EPS if first_share is None else first_share) * span
+    else:
+        first = max(first_eps, last)
     counters, reached = np.zeros(3, dtype=np.int64), np.empty(core.n_rows, dtype=np.int64)
     v, col4row, row4col = solution.v.copy(), solution.col4row.copy(), solution.row4col.copy()
     by_column = _NO_COLUMNS if square else core.csc()

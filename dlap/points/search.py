@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..device import array_module, to_host
+from ..device import array_module, is_device_array, to_host
 from .metrics import METRIC_IDS
 from .screen import SCREEN_MIN_DIM, SCREENED, Screen
 
@@ -34,7 +34,7 @@ class PairSearch:
         self.shape = (a.shape[0], b.shape[0])
         self._on_device = (a, b, a_norms, b_norms)  # for the kernels: pair costs, nearest columns, pricing
         self.trees = a.shape[1] <= TREE_MAX_DIM
-        self.gpu_prices = not isinstance(a, np.ndarray) and self.shape[0] * self.shape[1] <= GPU_PRICING_PAIRS
+        self.gpu_prices = is_device_array(a) and self.shape[0] * self.shape[1] <= GPU_PRICING_PAIRS
         if self.trees:  # the points on the host in float64 (n x d: small beside the work of the
             # queries; the costs widen every coordinate to float64 first, so they are the same)
             a, b, a_norms, b_norms = (to_host(x).astype(np.float64) for x in (a, b, a_norms, b_norms))

@@ -201,8 +201,9 @@ class ClusterSearch:
         futures = [self._submit(_price_block, f"dlap-points-price-{self.rounds}", 0, lo, hi, w, u[lo:hi], duals,
                                 rtol, atol, index.shape[1])
                    for lo, hi, w in blocks]
-        for (lo, hi, _), (i, r, c) in zip(blocks, self._gather(futures), strict=True):
-            index[lo:hi], reduced[lo:hi], count[lo:hi] = i, r, c
+        for (lo, hi, _), (found, below, c) in zip(blocks, self._gather(futures), strict=True):
+            kept = np.arange(index.shape[1])[None, :] < c[:, None]
+            index[lo:hi][kept], reduced[lo:hi][kept], count[lo:hi] = found, below, c
 
     def pair_costs(self, rows, cols):
         return self.here.pair_costs(rows, cols)
@@ -247,12 +248,14 @@ def _nearest_block(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, d
 
 
 def _price_block(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, device, u, v, rtol, atol, k):
-    """On a worker: its rows' violators (:meth:`dlap.points.search.PairSearch.price`)."""
+    """On a worker: its rows' violators (:meth:`dlap.points.search.PairSearch.price`), only those
+    kept (each row's first ``min(count, k)``, row after row: most rows have none) and the counts."""
     search = _block_search(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, device)
     index, reduced = np.empty((hi - lo, k), dtype=np.int64), np.empty((hi - lo, k))
     count = np.empty(hi - lo, dtype=np.int64)
     search.price(u, v, rtol, atol, index, reduced, count)
-    return index, reduced, count
+    kept = np.arange(k)[None, :] < count[:, None]
+    return index[kept], reduced[kept], count
 
 
 def forget(solve_id: str) -> None:

@@ -53,6 +53,28 @@ def test_agrees_with_scipy(client, shape, metric, kw):
         assert result.stats.phase_counts["workers"] == 3
 
 
+def test_the_workers_pricing_is_one_search_s(client):
+    """The workers send only the violators they keep: the counts, lists and reduced costs of one
+    process's search over every pair, rows with none and with more than the lists hold included."""
+    from dlap.points.solve import PointsProblem
+
+    n, m, k = 700, 900, 4
+    a, b = generate.points("uniform", n, m, seed=4)
+    problem = PointsProblem(a, b, "euclidean", None, "cpu", None)
+    search = cluster_points.ClusterSearch(client, problem, False, cluster_points._workers(client, None, None), "cpu")
+    rng = np.random.default_rng(0)
+    u, v = rng.uniform(0.0, 0.08, n), -rng.uniform(0.0, 0.05, m)
+    there = np.full((n, k), -1), np.zeros((n, k)), np.zeros(n, dtype=np.int64)
+    here = np.full((n, k), -1), np.zeros((n, k)), np.zeros(n, dtype=np.int64)
+    search.price(u, v, 1e-12, 0.0, *there)
+    search.here.price(u, v, 1e-12, 0.0, *here)
+    search.close()
+    assert (here[2] == 0).any() and (here[2] > k).any()
+    kept = np.arange(k)[None, :] < here[2][:, None]
+    assert np.array_equal(there[2], here[2])
+    assert np.array_equal(there[0][kept], here[0][kept]) and np.array_equal(there[1][kept], here[1][kept])
+
+
 @pytest.mark.parametrize("family", ["uniform", "clustered", "shifted"])
 def test_the_optimum_of_one_process(client, family):
     """The same optimum as :func:`dlap.solve_points` on its families, float32 points included."""

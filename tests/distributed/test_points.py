@@ -61,7 +61,8 @@ def test_the_workers_pricing_is_one_search_s(client):
     n, m, k = 700, 900, 4
     a, b = generate.points("uniform", n, m, seed=4)
     problem = PointsProblem(a, b, "euclidean", None, "cpu", None)
-    search = cluster_points.ClusterSearch(client, problem, False, cluster_points._workers(client, None, None), "cpu")
+    workers = sorted(client.scheduler_info()["workers"])
+    search = cluster_points.ClusterSearch(client, problem, False, workers, "cpu")
     rng = np.random.default_rng(0)
     u, v = rng.uniform(0.0, 0.08, n), -rng.uniform(0.0, 0.05, m)
     there = np.full((n, k), -1), np.zeros((n, k)), np.zeros(n, dtype=np.int64)

@@ -5,7 +5,7 @@ the matrix each (forbidden +inf entries are never candidates and never violators
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
 from .points import insert_sorted, keep_most_negative
@@ -14,20 +14,27 @@ from .points import insert_sorted, keep_most_negative
 COLUMN_CHUNK = 64
 
 
+@njit(cache=True, inline="always")
+def _cheapest_of_row(c, i, columns, k, keys, items):
+    """``keys``, ``items``: row i's ``k`` cheapest entries among ``columns`` (ascending),
+    cheapest first (ties: the lower column), -1 and inf past its allowed ones."""
+    for t in range(k):
+        keys[t] = np.inf
+        items[t] = -1
+    worst = np.inf
+    for j in columns:
+        x = np.float64(c[i, j])
+        if x < worst:
+            insert_sorted(keys, items, k - 1, x, j)
+            worst = keys[k - 1]
+
+
 @prange_kernel
 def cheapest_in_rows(c, k, index, cost):
     """``index[i]``, ``cost[i]``: row i's ``k`` cheapest entries, cheapest first (ties: the lower
     column), -1 and inf past its allowed ones."""
     for i in prange(c.shape[0]):
-        for t in range(k):
-            cost[i, t] = np.inf
-            index[i, t] = -1
-        worst = np.inf
-        for j in range(c.shape[1]):
-            x = np.float64(c[i, j])
-            if x < worst:
-                insert_sorted(cost[i], index[i], k - 1, x, j)
-                worst = cost[i, k - 1]
+        _cheapest_of_row(c, i, range(c.shape[1]), k, cost[i], index[i])
 
 
 @prange_kernel
@@ -35,16 +42,7 @@ def cheapest_among(c, rows, columns, k, index, cost):
     """``index[r]``, ``cost[r]``: the ``k`` cheapest entries of row ``rows[r]`` among ``columns``
     (ascending), as :func:`cheapest_in_rows`: only those entries are read."""
     for r in prange(rows.shape[0]):
-        i = rows[r]
-        for t in range(k):
-            cost[r, t] = np.inf
-            index[r, t] = -1
-        worst = np.inf
-        for j in columns:
-            x = np.float64(c[i, j])
-            if x < worst:
-                insert_sorted(cost[r], index[r], k - 1, x, j)
-                worst = cost[r, k - 1]
+        _cheapest_of_row(c, rows[r], columns, k, cost[r], index[r])
 
 
 @prange_kernel

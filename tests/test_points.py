@@ -4,6 +4,7 @@ over every pair."""
 
 import dataclasses
 import pickle
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -55,6 +56,32 @@ def test_the_optimum_of_the_dense_matrix(n, m, d, metric, maximize, dtype, seed,
         a, b = np.round(a * 3) / 3 + 0.1, np.round(b * 3) / 3 + 0.1
     p = 1.5 if metric == "minkowski" else None
     _check(a.astype(dtype), b.astype(dtype), metric, p, maximize, candidates=candidates)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 60), m=st.integers(1, 60), d=st.integers(1, 3),
+    metric=st.sampled_from(METRICS), maximize=st.booleans(), seed=st.integers(0, 2**31 - 1),
+    candidates=st.integers(1, 6), clustered=st.booleans(),
+)
+def test_the_optimum_with_the_auction_on_a_thread_team(n, m, d, metric, maximize, seed, candidates, clustered):
+    """As above, every solve on a team of two threads whose auction bids in parallel from the
+    first row on (:func:`dlap.backends.cpu.points.bid_in_parallel`)."""
+    import numba
+
+    from dlap import threads
+    from dlap.backends.cpu import points
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba has one thread here")
+    rng = np.random.default_rng(seed)
+    a, b = rng.random((n, d)), rng.random((m, d))
+    if clustered:
+        a, b = np.round(a * 3) / 3 + 0.1, np.round(b * 3) / 3 + 0.1
+    with (mock.patch.object(threads, "_limit", 2), mock.patch.object(threads, "SERIAL_MAX_ENTRIES", 0),
+          mock.patch.object(points, "TEAM_AUCTION_ROWS", 1)):
+        result = _check(a, b, metric, 1.5 if metric == "minkowski" else None, maximize, candidates=candidates)
+    assert result.stats.threads == 2
 
 
 @pytest.mark.parametrize("n, m", [(300, 300), (200, 350), (350, 200)])
@@ -367,6 +394,28 @@ def test_the_gpu_engine_reaches_the_optimum(n, m, metric, maximize, seed, candid
 _NO_COLUMNS = (np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0))
 
 
+@pytest.fixture(params=["one thread", "team"])
+def auction_threads(request, monkeypatch):
+    """The auction's bids on one thread, or on a team of two from the first row on
+    (:func:`dlap.backends.cpu.points.bid_in_parallel`)."""
+    import numba
+
+    from dlap.backends.cpu import points as module
+
+    if request.param == "one thread":
+        yield 1
+        return
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba has one thread here")
+    monkeypatch.setattr(module, "TEAM_AUCTION_ROWS", 1)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(2)
+    try:
+        yield 2
+    finally:
+        numba.set_num_threads(previous)
+
+
 def _random_core(n: int, k: int, seed: int, ties: bool):
     """A CSR of n rows with k random columns each and its own (so a perfect matching exists)."""
     rng = np.random.default_rng(seed)
@@ -380,11 +429,11 @@ def _random_core(n: int, k: int, seed: int, ties: bool):
 
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("n, k", [(1, 1), (2, 1), (50, 3), (3000, 8), (4000, 1)])
-def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties):
+def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties, auction_threads):
     """The core's auction leaves every row assigned within the last ε of its cheapest column,
     from zero prices and again from its own, asking whether its free rows can be matched from
     its first bid on (never wrongly); it says so where the core has no perfect matching (two
-    rows with one column; a row without edges)."""
+    rows with one column; a row without edges), on one thread and on a team."""
     from dlap.backends.cpu import points as module
     from dlap.backends.cpu.points import release_loose_rows
 
@@ -415,12 +464,38 @@ def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties):
         assert sorted(reached[: counters[2]].tolist()) == short
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_contending_threads_keep_eps_slackness(seed, auction_threads):
+    """Rows next to each other share their columns (a band of 17 columns, costs 0 to 3: price
+    wars), so the team's threads bid for the same columns at once: every row still ends within
+    the last ε of its cheapest column (a bid whose column was outbid meanwhile must be made again:
+    without that, rows of 10 seeds out of 10 broke it)."""
+    from dlap.backends.cpu import points as module
+    from dlap.backends.cpu.points import release_loose_rows
+
+    n, k, band = 4000, 8, 8
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(n), k + 1)
+    near = (np.arange(n)[:, None] + rng.integers(-band, band + 1, (n, k))) % n
+    keys = np.unique(rows * n + np.concatenate([near, np.arange(n)[:, None]], axis=1).ravel())
+    indptr, indices = np.searchsorted(keys // n, np.arange(n + 1)).astype(np.int64), keys % n
+    costs = rng.integers(0, 4, keys.size).astype(np.float64)
+    last = 1e-4
+    v, col4row, row4col = np.zeros(n), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    counters, reached = np.zeros(3, dtype=np.int64), np.empty(n, dtype=np.int64)
+    assert module.scaled_auction(indptr, indices, costs, *_NO_COLUMNS, v, col4row, row4col, 1.0, last, 6.0, 100.0,
+                                 20 * n, 1000 * n, reached, counters)
+    assert np.array_equal(np.sort(col4row), np.arange(n)) and np.array_equal(row4col[col4row], np.arange(n))
+    rounding = 1e-12 * (np.abs(v).max() + np.abs(costs).max())
+    assert release_loose_rows(indptr, indices, costs, v, col4row, row4col, last + rounding) == 0
+
+
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("n, m, k", [(1, 2, 1), (40, 60, 3), (2000, 2400, 8), (3000, 3300, 1)])
-def test_the_rectangular_auction_leaves_unassigned_columns_at_the_top(n, m, k, ties):
+def test_the_rectangular_auction_leaves_unassigned_columns_at_the_top(n, m, k, ties, auction_threads):
     """With more columns than rows the reverse iterations leave every row assigned within the
     last ε of its cheapest column, every unassigned column at price 0 and every price at most 0
-    (the rectangular dual), from zero prices and again from its own."""
+    (the rectangular dual), from zero prices and again from its own, on one thread and on a team."""
     from dlap.backends.cpu import points as module
     from dlap.backends.cpu.points import release_loose_rows
     from dlap.points.core import SparseCore

@@ -33,6 +33,23 @@ def test_few_candidates(strategy, candidates, monkeypatch):
     check_strategy(strategy, {"method": "sparse"}, SETTINGS)
 
 
+@pytest.mark.parametrize("strategy", FLOAT_STRATEGIES + ["ties"])
+def test_the_auction_on_a_thread_team(strategy, monkeypatch):
+    """Every solve on a team of threads, whose auction bids in parallel from the first row on
+    (:func:`dlap.backends.cpu.points.bid_in_parallel`)."""
+    import numba
+
+    from dlap import threads
+    from dlap.backends.cpu import points
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba has one thread here")
+    monkeypatch.setattr(threads, "_limit", 2)
+    monkeypatch.setattr(threads, "SERIAL_MAX_ENTRIES", 0)
+    monkeypatch.setattr(points, "TEAM_AUCTION_ROWS", 1)
+    check_strategy(strategy, {"method": "sparse"}, SETTINGS)
+
+
 @pytest.mark.parametrize("strategy", FLOAT_STRATEGIES)
 def test_the_block_queries_on_the_host(strategy, monkeypatch):
     """The queries a GPU runs (NumPy-compatible blocks, what CuPy runs) on NumPy matrices."""

@@ -263,14 +263,16 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
     with _timed("core_solve"):
         solution.start(core)
         last = EARLY_PRICING_EPS if early else None
-        while (short := _auction(core, solution, square, counts, last_share=last)) is not None and short.size:
+        while (short := _auction(core, solution, square, counts, last_share=last, matchable=False)) is not None \
+                and short.size:
             _make_matchable(search, core, solution, counts, short)  # the nearest neighbours match not every row
             solution.start(core)
     if early:
         with _timed("pricing"):
             counts["early_violators"], *pairs = _price(search, core, solution, violators)
         with _timed("core_solve"):
-            if _auction(core, solution, square, counts, first_share=EARLY_PRICING_EPS) is not None:
+            if _auction(core, solution, square, counts, first_share=EARLY_PRICING_EPS, matchable=short is None) \
+                    is not None:
                 _restart(core, solution, square, counts, *pairs)  # (its guard stopped it: repaired instead)
     with _timed("core_solve"):
         _assign_all(search, core, solution, square, counts)
@@ -318,14 +320,15 @@ def _price(search, core, solution, violators):
 
 
 def _auction(core, solution, square: bool, counts, first_eps: float | None = None, first_share: float | None = None,
-             last_share: float | None = None) -> np.ndarray | None:
+             last_share: float | None = None, matchable: bool = True) -> np.ndarray | None:
     """Prices from Bertsekas' ε-scaling auction on the core (forward and, on a rectangular matrix,
     reverse), from the solution's prices and matching, ε from ``first_eps`` (else ``first_share``
     of the costs' spread, default ``AUCTION_FIRST_EPS``) down to ``last_share`` of it (default
     ``AUCTION_LAST_EPS``); the rows not tight under them are let go for the exact solve (returns
     None). Where the auction finds no perfect matching of the core, it returns rows the core gives
     fewer columns than themselves, the solution's matching then the auction's (for
-    :func:`_make_matchable` to go on from); where its guard stopped it, none, the solution as it was."""
+    :func:`_make_matchable` to go on from); where its guard stopped it, none, the solution as it was.
+    ``matchable``: the core is known to match every row (an auction matched fewer of its edges)."""
     from ..backends.cpu import points as core_kernels
 
     indptr, indices, costs = core.csr()
@@ -342,7 +345,7 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     by_column = _NO_COLUMNS if square else core.csc()
     settled = core_kernels.scaled_auction(indptr, indices, costs, *by_column, v, col4row, row4col, first, last,
                                           AUCTION_EPS_FACTOR, span, AUCTION_CHECK_BIDS_PER_ROW * core.n_rows,
-                                          AUCTION_BIDS_PER_ROW * core.n_rows, reached, counters)
+                                          AUCTION_BIDS_PER_ROW * core.n_rows, reached, counters, matchable)
     counts["auction_bids"] = counts.get("auction_bids", 0) + int(counters[0])
     counts["auction_phases"] = counts.get("auction_phases", 0) + int(counters[1])
     if not settled:

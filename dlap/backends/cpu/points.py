@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import njit, prange
 
-from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
+from .atomics import compare_and_swap, fetch_add
+from .numba_setup import prange_kernel  # cache folder and thread wait policy, before any kernel compiles
 from .paths import flip_path
+
+#: the fewest rows for which an auction's phases start on the thread team (:func:`bid_in_parallel`)
+TEAM_AUCTION_ROWS = 10000
+#: the bids a thread of :func:`bid_in_parallel` claims at a time
+SHARED_BIDS = 256
+#: the fewest displaced rows for which the team bids in another sweep (:func:`bid_on_the_team`)
+TEAM_SWEEP_ROWS = 1000
 
 
 @njit(cache=True, inline="always")
@@ -595,13 +604,13 @@ def row_duals(indptr, indices, costs, v, u):
 
 
 
-@njit(cache=True)
+@prange_kernel
 def release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps):
     """Unassign every row whose column's ``c - v`` is more than ``eps`` above its cheapest (the
     rows that break ε-complementary slackness; with ``eps = 0``, every row not tight). Returns
     how many rows are free afterwards."""
     free = 0
-    for i in range(indptr.shape[0] - 1):
+    for i in prange(indptr.shape[0] - 1):
         j = col4row[i]
         if j < 0:
             free += 1
@@ -634,87 +643,178 @@ def two_cheapest(indptr, indices, costs, prices, i):
     return w1, w2, e1
 
 
-@njit(cache=True)
+@prange_kernel
+def bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, rows, locks, budget, shared, threads,
+                    chase, displaced):
+    """One ε-phase's bids on the thread team, asynchronously (Bertsekas & Castañon, "Parallel
+    synchronous and asynchronous implementations of the auction algorithm", 1991): each of the
+    ``threads`` takes the next of the free ``rows`` (``shared[0]``: how many were taken) and bids
+    as :func:`auction_phase` does, until none is left to take: where ``chase``, the row it displaces
+    bids next, else that row is listed in ``displaced`` (``shared[4]``: how many) for the next
+    sweep (as :func:`auction_phase` queues it before every row has been matched once). A bid
+    locks its column (``locks``, 0 where free) and goes through only where the column's price is
+    still the one the bid was computed from; the other prices it read may be older, hence higher
+    (prices only fall within a phase), so its second cheapest is at most the true one and the row
+    keeps ε-complementary slackness. The threads claim bids ``SHARED_BIDS`` at a time
+    (``shared[1]``), at most ``budget`` in all; past it, or at a row without edges, they stop
+    (``shared[2]`` set), leaving rows free for the serial bids that follow. ``shared[3]``: the
+    bids made. Which of several equally good columns a row gets depends on the threads' timing."""
+    for _ in prange(threads):
+        made, allowed = 0, 0
+        while shared[2] == 0:
+            at = fetch_add(shared, 0, 1)
+            if at >= rows.shape[0]:
+                break
+            i = rows[at]
+            while i >= 0:
+                if allowed == 0:
+                    allowed = min(SHARED_BIDS, budget - fetch_add(shared, 1, SHARED_BIDS))
+                    if allowed <= 0 or shared[2] != 0:
+                        shared[2], allowed = 1, 0
+                        break
+                w1, w2, e1 = two_cheapest(indptr, indices, costs, v, i)
+                if e1 < 0:
+                    shared[2] = 1
+                    break
+                j1 = indices[e1]
+                while compare_and_swap(locks, j1, 0, 1) != 0:
+                    pass
+                if costs[e1] - v[j1] != w1:  # outbid meanwhile: bid again
+                    compare_and_swap(locks, j1, 1, 0)
+                    continue
+                v[j1] -= (w2 - w1 if w2 < np.inf else lone_gap) + eps
+                holder = row4col[j1]
+                row4col[j1], col4row[i] = i, j1
+                if holder >= 0:
+                    col4row[holder] = -1
+                compare_and_swap(locks, j1, 1, 0)
+                if holder >= 0 and not chase:
+                    displaced[fetch_add(shared, 4, 1)] = holder
+                    holder = -1
+                i = holder
+                made += 1
+                allowed -= 1
+        fetch_add(shared, 3, made)
+
+
 def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, eps_end,
-                   factor, lone_gap, check_after, bid_limit, reached, counters):
-    """Bertsekas' auction with ε-scaling on a sparse graph (Gauss-Seidel: one free row bids at a
-    time), from prices ``v`` and a matching: each phase frees the rows that break
-    ε-complementary slackness (:func:`release_loose_rows`), and each free row takes its cheapest
-    column ``c - v``, lowering its price by the gap to its second cheapest plus ε and displacing
-    its holder (a row with one edge bids ``lone_gap`` plus ε, at least the spread of the costs),
-    who bids next once every row has been matched (its edges and the columns it bids for are the
-    bidder's neighbours, still in the caches; until then it queues behind the free rows: chasing
-    it would follow the price war of a core without a perfect matching for longer);
-    on a rectangular graph (fewer rows than columns) the unassigned columns then bid in reverse
-    (:func:`reverse_auction`, the graph's columns ``col_indptr``/``col_rows``/``col_costs``);
-    then ε is divided by ``factor`` until it reaches ``eps_end``. Leaves every row assigned
-    within ``eps_end`` of its cheapest column, and unassigned columns at price 0, the highest.
-    Returns False where the rows in sight have no perfect matching: a row without edges, or a
-    free row with no augmenting path at all (costs ignored: :func:`dead_end`; the next row to
-    bid, asked after ``check_after`` bids in a phase and after each ``check_after`` more, until
-    every row has been matched once: the price war of a Hall violator goes on among its own free
-    rows), ``reached[:counters[2]]`` then listing rows the core gives fewer columns than
-    themselves; or more than ``bid_limit`` bids in a phase (a guard; ``counters[2] = 0``).
-    ``counters``: [0] bids, [1] phases, [2] as said."""
-    n = indptr.shape[0] - 1
-    size = n + 1
-    queue = np.empty(size, dtype=np.int64)
-    matchable = np.all(col4row >= 0)  # once every row has been matched the question is settled
+                   factor, lone_gap, check_after, bid_limit, reached, counters, matchable: bool = False) -> bool:
+    """Bertsekas' auction with ε-scaling on a sparse graph, from prices ``v`` and a matching: each
+    phase frees the rows that break ε-complementary slackness (:func:`release_loose_rows`), and
+    each free row takes its cheapest column ``c - v``, lowering its price by the gap to its second
+    cheapest plus ε and displacing its holder (a row with one edge bids ``lone_gap`` plus ε, at
+    least the spread of the costs); on a thread team and a graph of at least ``TEAM_AUCTION_ROWS``
+    rows the team bids first (:func:`bid_in_parallel`), then one thread bids for the rows left
+    (:func:`auction_phase`: Gauss-Seidel, one free row at a time); on a rectangular graph (fewer
+    rows than columns) the unassigned columns then bid in reverse (:func:`reverse_auction`, the
+    graph's columns ``col_indptr``/``col_rows``/``col_costs``); then ε is divided by ``factor``
+    until it reaches ``eps_end``. Leaves every row assigned within ``eps_end`` of its cheapest
+    column, and unassigned columns at price 0, the highest. Returns False where the rows in sight
+    have no perfect matching: a row without edges, or a free row with no augmenting path at all
+    (:func:`auction_phase`), ``reached[:counters[2]]`` then listing rows the core gives fewer
+    columns than themselves; or more than ``bid_limit`` bids in a phase (a guard;
+    ``counters[2] = 0``). ``counters``: [0] bids, [1] phases, [2] as said. ``matchable``: the
+    graph is known to match every row (fewer of its edges did); else that is known once every row
+    has been matched."""
+    team = numba.get_num_threads() > 1 and indptr.shape[0] - 1 >= TEAM_AUCTION_ROWS
+    locks = np.zeros(v.shape[0], dtype=np.int64) if team else None
+    matchable = matchable or bool(np.all(col4row >= 0))
     while True:
         release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps)
-        waiting = 0
-        for i in range(n):
-            if col4row[i] < 0:
-                queue[waiting] = i
-                waiting += 1
-        head, tail = 0, waiting
-        bids, check = 0, check_after
-        chase = -1
-        while waiting or chase >= 0:
-            if bids >= check and not matchable:
-                counters[2] = dead_end(indptr, indices, col4row, row4col, queue[head], reached)
-                if counters[2]:
-                    counters[0] += bids
-                    return False
-                check += check_after
-            if chase >= 0:
-                i, chase = chase, -1
-            else:
-                i = queue[head]
-                head = head + 1 if head + 1 < size else 0
-                waiting -= 1
-            w1, w2, e1 = two_cheapest(indptr, indices, costs, v, i)
-            if e1 < 0 or bids >= bid_limit:
-                reached[0] = i
-                counters[0], counters[2] = counters[0] + bids, 1 if e1 < 0 else 0
-                return False
-            bids += 1
-            j1 = indices[e1]
-            v[j1] -= (w2 - w1 if w2 < np.inf else lone_gap) + eps
-            holder = row4col[j1]
-            if holder >= 0:
-                col4row[holder] = -1
-                if matchable:
-                    chase = holder
-                else:
-                    queue[tail] = holder
-                    tail = tail + 1 if tail + 1 < size else 0
-                    waiting += 1
-            row4col[j1] = i
-            col4row[i] = j1
+        bids = bid_on_the_team(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, locks,
+                               bid_limit if matchable else min(check_after, bid_limit), matchable) if team else 0
+        if not auction_phase(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps,
+                             lone_gap, check_after, bid_limit, matchable, bids, reached, counters):
+            return False
         matchable = True
-        if n < v.shape[0]:
-            reversed_bids = reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row,
-                                            row4col, eps, bid_limit)
-            if reversed_bids < 0:
-                counters[2] = 0
-                return False
-            bids += reversed_bids
-        counters[0] += bids
-        counters[1] += 1
         if eps <= eps_end:
             return True
         eps = max(eps / factor, eps_end)
+
+
+def bid_on_the_team(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, locks, budget, chase) -> int:
+    """The free rows' bids of one ε-phase on the thread team (:func:`bid_in_parallel`), at most
+    ``budget``: chasing the rows they displace, or (before every row has been matched once) in
+    sweeps, each of the rows the one before displaced, down to ``TEAM_SWEEP_ROWS`` of them. Returns
+    how many bids were made; the rows left free are the serial bids' (:func:`auction_phase`)."""
+    rows = np.flatnonzero(col4row < 0)
+    displaced = np.empty(0 if chase else rows.shape[0], dtype=np.int64)
+    shared = np.zeros(5, dtype=np.int64)
+    while True:
+        bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, rows, locks, budget, shared,
+                        numba.get_num_threads(), chase, displaced)
+        if chase or shared[2] or shared[4] < TEAM_SWEEP_ROWS:
+            return int(shared[3])
+        rows = displaced[: shared[4]].copy()
+        shared[0] = shared[4] = 0
+
+
+@njit(cache=True)
+def auction_phase(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, lone_gap,
+                  check_after, bid_limit, matchable, bids, reached, counters):
+    """The rest of one ε-phase of :func:`scaled_auction` after ``bids`` bids, on one thread
+    (Gauss-Seidel): the free rows bid one at a time, each displaced holder bidding next once every
+    row has been matched (``matchable``: its edges and the columns it bids for are the bidder's
+    neighbours, still in the caches; until then it queues behind the free rows: chasing it would
+    follow the price war of a core without a perfect matching for longer); then, on a rectangular
+    graph, the reverse bids. Returns False where the rows in sight have no perfect matching (a row
+    without edges, or a free row with no augmenting path at all, costs ignored: :func:`dead_end`;
+    the next row to bid, asked once the phase's bids reach ``check_after`` and after each
+    ``check_after`` more, until every row has been matched once: the price war of a Hall violator
+    goes on among its own free rows), or past ``bid_limit`` bids (see :func:`scaled_auction`)."""
+    n = indptr.shape[0] - 1
+    size = n + 1
+    queue = np.empty(size, dtype=np.int64)
+    waiting = 0
+    for i in range(n):
+        if col4row[i] < 0:
+            queue[waiting] = i
+            waiting += 1
+    head, tail = 0, waiting
+    check = check_after
+    chase = -1
+    while waiting or chase >= 0:
+        if bids >= check and not matchable:
+            counters[2] = dead_end(indptr, indices, col4row, row4col, queue[head], reached)
+            if counters[2]:
+                counters[0] += bids
+                return False
+            check += check_after
+        if chase >= 0:
+            i, chase = chase, -1
+        else:
+            i = queue[head]
+            head = head + 1 if head + 1 < size else 0
+            waiting -= 1
+        w1, w2, e1 = two_cheapest(indptr, indices, costs, v, i)
+        if e1 < 0 or bids >= bid_limit:
+            reached[0] = i
+            counters[0], counters[2] = counters[0] + bids, 1 if e1 < 0 else 0
+            return False
+        bids += 1
+        j1 = indices[e1]
+        v[j1] -= (w2 - w1 if w2 < np.inf else lone_gap) + eps
+        holder = row4col[j1]
+        if holder >= 0:
+            col4row[holder] = -1
+            if matchable:
+                chase = holder
+            else:
+                queue[tail] = holder
+                tail = tail + 1 if tail + 1 < size else 0
+                waiting += 1
+        row4col[j1] = i
+        col4row[i] = j1
+    if n < v.shape[0]:
+        reversed_bids = reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col,
+                                        eps, bid_limit)
+        if reversed_bids < 0:
+            counters[2] = 0
+            return False
+        bids += reversed_bids
+    counters[0] += bids
+    counters[1] += 1
+    return True
 
 
 @njit(cache=True)

@@ -33,6 +33,8 @@ def _calls():
     side = 1030  # above dlap.threads.SERIAL_MAX_ENTRIES: the kernels' thread-team twins
     yield "uniform, thread team", lambda: dlap.solve(generate.uniform(side, 1.0, seed=3), device="cpu")
     yield "geometric, thread team", lambda: dlap.solve(generate.geometric(side, seed=3), device="cpu")
+    c, d = generate.points("uniform", 10000, seed=5)  # dlap.backends.cpu.points.TEAM_AUCTION_ROWS: bids on the team
+    yield "points, thread team", lambda: dlap.solve_points(c, d, device="cpu")
     wide = 1500  # above dlap.backends.cpu.backend.NARROW_MIN_ENTRIES: the ε-phases' half-width copy
     yield "int64 geometric, half-width copy", lambda: dlap.solve(
         np.rint(generate.geometric(wide, seed=4) * 1e6).astype(np.int64), method="scaling", device="cpu")

@@ -697,6 +697,17 @@ def bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, 
         fetch_add(shared, 3, made)
 
 
+def compile_team_bids() -> None:
+    """Compile (or load from the cache) :func:`bid_in_parallel` for the thread team, for both
+    column index types of a core: small solves never bid on the team (what
+    :func:`dlap.warmup.for_large_solves` leaves compiled)."""
+    for index_dtype in (np.int32, np.int64):
+        one, none = np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64)
+        bid_in_parallel.parallel(np.array([0, 1]), np.zeros(1, dtype=index_dtype), np.zeros(1), np.zeros(1),
+                                 np.full(1, -1), np.full(1, -1), 1.0, 1.0, one, one.copy(), 1,
+                                 np.zeros(5, dtype=np.int64), 1, True, none)
+
+
 def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, eps_end,
                    factor, lone_gap, check_after, bid_limit, reached, counters, matchable: bool = False) -> bool:
     """Bertsekas' auction with ε-scaling on a sparse graph, from prices ``v`` and a matching: each

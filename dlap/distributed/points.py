@@ -79,13 +79,15 @@ def solve_points(a, b, metric: Metric = "euclidean", client=None, *, p: float | 
 
 
 def _solve_registered(client, search, problem, stats, progress, maximize: bool):
-    """The core solve, recorded by the scheduler's solve registry (the dashboard's ``dlap`` page:
-    its stage, pricing rounds and violators) on a lease this client renews: a client that stops
-    answering has its solve's tasks cancelled, the cluster goes on."""
+    """The core solve, on this process's thread team (:func:`dlap.threads.solve_threads`), recorded
+    by the scheduler's solve registry (the dashboard's ``dlap`` page: its stage, pricing rounds and
+    violators) on a lease this client renews: a client that stops answering has its solve's tasks
+    cancelled, the cluster goes on."""
     from distributed import MultiLock
 
     from ..points.core import solve_core
     from ..progress import ProgressBar
+    from ..threads import solve_threads
     from .scheduler.registry import registered
 
     solve_id = search.solve_id
@@ -94,7 +96,9 @@ def _solve_registered(client, search, problem, stats, progress, maximize: bool):
     with (registered(client, solve_id, lock, f"dlap-abort-{solve_id}", search.workers, "sparse core (points)",
                      problem.costs.shape, keeps_going=True),
           contextlib.closing(search),
+          solve_threads(search.shape[0] * search.shape[1]) as threads,
           ProgressBar(progress, "dlap distributed solve_points") as callback):
+        stats.threads = threads
 
         def report(update) -> None:
             counts = stats.phase_counts

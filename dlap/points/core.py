@@ -137,8 +137,11 @@ class SparseCore:
 
     def csr(self):
         if self._csr is None:
-            indptr = np.searchsorted(self.keys, np.arange(self.n_rows + 1, dtype=np.int64) * self.n_cols)
-            self._csr = indptr, self.cols.astype(self.index_dtype), self.costs
+            from ..backends.cpu import points as core_kernels
+
+            indptr, indices = np.empty(self.n_rows + 1, dtype=np.int64), np.empty(self.size, dtype=self.index_dtype)
+            core_kernels.csr_of(self.keys, self.n_cols, indptr, indices)
+            self._csr = indptr, indices, self.costs
         return self._csr
 
     def csc(self):

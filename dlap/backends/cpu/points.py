@@ -254,6 +254,18 @@ def merge_edges(keys, costs, rows, cols, new_costs, n_rows, n_cols):
     return out_keys[:o], out_costs[:o], added
 
 
+@prange_kernel
+def csr_of(keys, n_cols, indptr, indices):
+    """The CSR of the sorted edge keys ``row * n_cols + col``: each row's first edge in ``indptr``
+    (``n_rows + 1`` entries), each edge's column in ``indices``."""
+    n_rows = indptr.shape[0] - 1
+    for i in prange(n_rows + 1):
+        indptr[i] = np.searchsorted(keys, i * n_cols)
+    for i in prange(n_rows):
+        for e in range(indptr[i], indptr[i + 1]):
+            indices[e] = keys[e] - i * n_cols
+
+
 @njit(cache=True)
 def by_column(indptr, indices, costs, n_cols):
     """The CSR graph's edges by column, rows ascending in each (a counting sort): ``indptr``,

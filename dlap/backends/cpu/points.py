@@ -18,7 +18,8 @@ from .atomics import compare_and_swap, fetch_add
 from .numba_setup import prange_kernel  # cache folder and thread wait policy, before any kernel compiles
 from .paths import flip_path
 
-#: the fewest rows for which an auction's phases start on the thread team (:func:`bid_in_parallel`)
+#: the fewest rows for which an auction's phases start on the thread team (:func:`bid_in_parallel`;
+#: uniform points on 2 cores: n = 10000 even, n = 100000 core solve 3.9 -> 2.6 s: docs/benchmarks.md)
 TEAM_AUCTION_ROWS = 10000
 #: the bids a thread of :func:`bid_in_parallel` claims at a time
 SHARED_BIDS = 256

@@ -266,8 +266,7 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
     with _timed("core_solve"):
         solution.start(core)
         last = EARLY_PRICING_EPS if early else None
-        while (short := _auction(core, solution, square, counts, last_share=last, matchable=False)) is not None \
-                and short.size:
+        while (short := _auction(core, solution, square, counts, last_share=last)) is not None and short.size:
             _make_matchable(search, core, solution, counts, short)  # the nearest neighbours match not every row
             solution.start(core)
     if early:
@@ -323,7 +322,7 @@ def _price(search, core, solution, violators):
 
 
 def _auction(core, solution, square: bool, counts, first_eps: float | None = None, first_share: float | None = None,
-             last_share: float | None = None, matchable: bool = True) -> np.ndarray | None:
+             last_share: float | None = None, matchable: bool = False) -> np.ndarray | None:
     """Prices from Bertsekas' ε-scaling auction on the core (forward and, on a rectangular matrix,
     reverse), from the solution's prices and matching, ε from ``first_eps`` (else ``first_share``
     of the costs' spread, default ``AUCTION_FIRST_EPS``) down to ``last_share`` of it (default
@@ -405,7 +404,8 @@ def _resume(search, core, solution, square, counts, rows, cols, costs, auction_b
         solution.take(saved)
         counts["repairs_abandoned"] = counts.get("repairs_abandoned", 0) + 1
     before = counts.get("auction_bids", 0)
-    if _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs)) is not None:
+    if _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs), matchable=True) \
+            is not None:
         _restart(core, solution, square, counts, rows, cols, costs)
     _assign_all(search, core, solution, square, counts)
     return counts.get("auction_bids", 0) - before or auction_bids

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..options import DEVICES, check_choice
 from ..points.metrics import Metric
+from ..points.search import listed
 from ..points.solve import PointsProblem
 from .cluster import connected, worker_addresses
 from .solve import WorkerLostError, ended_by_the_scheduler
@@ -206,7 +207,7 @@ class ClusterSearch:
                                 rtol, atol, index.shape[1])
                    for lo, hi, w in blocks]
         for (lo, hi, _), (found, below, c) in zip(blocks, self._gather(futures), strict=True):
-            kept = np.arange(index.shape[1])[None, :] < c[:, None]
+            kept = listed(c, index.shape[1])
             index[lo:hi][kept], reduced[lo:hi][kept], count[lo:hi] = found, below, c
 
     def pair_costs(self, rows, cols):
@@ -258,7 +259,7 @@ def _price_block(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, dev
     index, reduced = np.empty((hi - lo, k), dtype=np.int64), np.empty((hi - lo, k))
     count = np.empty(hi - lo, dtype=np.int64)
     search.price(u, v, rtol, atol, index, reduced, count)
-    kept = np.arange(k)[None, :] < count[:, None]
+    kept = listed(count, k)
     return index[kept], reduced[kept], count
 
 

@@ -38,6 +38,7 @@ from ..result import Stats
 from ..timing import PhaseTimer
 from .coarse import beyond_reach
 from .metrics import METRIC_IDS
+from .search import listed
 
 #: each row's candidates to start from, and the most violators of a row one pricing pass adds
 DEFAULT_CANDIDATES = 32
@@ -315,7 +316,7 @@ def _price(search, core, solution, violators):
     search.price(solution.u, solution.v, *_pricing_tolerance(solution), index, reduced, count)
     k = index.shape[1]
     rows = np.repeat(np.arange(index.shape[0], dtype=np.int64), np.minimum(count, k))
-    cols = index[np.arange(k)[None, :] < count[:, None]]
+    cols = index[listed(count, k)]
     costs = search.pair_costs(rows, cols)
     core.add(rows, cols, costs)  # violators already in the core are solved again all the same
     return int(count.sum()), rows, cols, costs

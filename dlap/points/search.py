@@ -23,6 +23,12 @@ TREE_MAX_DIM = 8
 GPU_PRICING_PAIRS = 4 * 10**9
 
 
+def listed(count, k: int):
+    """Which of each row's ``k`` slots of :meth:`PairSearch.price`'s lists hold a violator: the
+    row's first ``min(count, k)`` (a row's count may pass what its list holds)."""
+    return np.arange(k)[None, :] < count[:, None]
+
+
 class PairSearch:
     """The engine's queries over the rows ``a`` and columns ``b`` (costs ``sign * metric``)."""
 

@@ -656,6 +656,19 @@ def two_cheapest(indptr, indices, costs, prices, i):
     return w1, w2, e1
 
 
+@njit(cache=True, inline="always")
+def outbid(v, col4row, row4col, i, j1, w1, w2, lone_gap, eps):
+    """Row ``i``'s bid for its cheapest column ``j1`` (``c - v``: ``w1``; the second cheapest
+    ``w2``): the price drops by the gap plus ε (by ``lone_gap`` plus ε where the row has one
+    edge), ``j1`` goes to ``i``; returns the row it held (-1: none), now free."""
+    v[j1] -= (w2 - w1 if w2 < np.inf else lone_gap) + eps
+    holder = row4col[j1]
+    if holder >= 0:
+        col4row[holder] = -1
+    row4col[j1], col4row[i] = i, j1
+    return holder
+
+
 @prange_kernel
 def bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, rows, locks, budget, shared, threads,
                     chase, displaced):
@@ -695,11 +708,7 @@ def bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, 
                 if costs[e1] - v[j1] != w1:  # outbid meanwhile: bid again
                     compare_and_swap(locks, j1, 1, 0)
                     continue
-                v[j1] -= (w2 - w1 if w2 < np.inf else lone_gap) + eps
-                holder = row4col[j1]
-                row4col[j1], col4row[i] = i, j1
-                if holder >= 0:
-                    col4row[holder] = -1
+                holder = outbid(v, col4row, row4col, i, j1, w1, w2, lone_gap, eps)
                 compare_and_swap(locks, j1, 1, 0)
                 if holder >= 0 and not chase:
                     displaced[fetch_add(shared, 4, 1)] = holder
@@ -816,19 +825,14 @@ def auction_phase(indptr, indices, costs, col_indptr, col_rows, col_costs, v, co
             counters[0], counters[2] = counters[0] + bids, 1 if e1 < 0 else 0
             return False
         bids += 1
-        j1 = indices[e1]
-        v[j1] -= (w2 - w1 if w2 < np.inf else lone_gap) + eps
-        holder = row4col[j1]
+        holder = outbid(v, col4row, row4col, i, indices[e1], w1, w2, lone_gap, eps)
         if holder >= 0:
-            col4row[holder] = -1
             if matchable:
                 chase = holder
             else:
                 queue[tail] = holder
                 tail = tail + 1 if tail + 1 < size else 0
                 waiting += 1
-        row4col[j1] = i
-        col4row[i] = j1
     if n < v.shape[0]:
         reversed_bids = reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col,
                                         eps, bid_limit)

@@ -129,18 +129,18 @@ def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None) -
 def for_large_solves(device: str = "cpu") -> None:
     """What solves of small problems leave for large ones to compile: the thread team's twins of
     the CPU kernels compiled so far (small solves run on one thread; the GPU's solves of points
-    search on the host too), the sparse core's auction on the team, and on the CPU ε-scaling's
+    search on the host too), the sparse core's auction and searches on the team, and on the CPU ε-scaling's
     half-width copies of float64 and int64 matrices (made from 2**21 entries). The benchmarks call
     it after their small warm-ups."""
     from .api import solve
     from .backends.base import NARROWER
     from .backends.cpu.backend import NARROW_MIN_ENTRIES
     from .backends.cpu.numba_setup import compile_team_twins
-    from .backends.cpu.points import compile_team_bids
+    from .backends.cpu.points import compile_team_kernels
 
     if device == "cpu":
         side = math.isqrt(NARROW_MIN_ENTRIES - 1) + 1
         for dtype in NARROWER:
             solve(_structured(dtype, side, side, seed=6), method="scaling", device="cpu")
     compile_team_twins()
-    compile_team_bids()
+    compile_team_kernels()

@@ -3,6 +3,7 @@ dtype, orientation and maximise; pricing that finds what no candidate list holds
 over every pair."""
 
 import dataclasses
+import math
 import pickle
 from unittest import mock
 
@@ -65,8 +66,9 @@ def test_the_optimum_of_the_dense_matrix(n, m, d, metric, maximize, dtype, seed,
     candidates=st.integers(1, 6), clustered=st.booleans(),
 )
 def test_the_optimum_with_the_auction_on_a_thread_team(n, m, d, metric, maximize, seed, candidates, clustered):
-    """As above, every solve on a team of two threads whose auction bids in parallel from the
-    first row on (:func:`dlap.backends.cpu.points.bid_in_parallel`)."""
+    """As above, every solve on a team of two threads whose auction bids, row reductions and
+    searches run in parallel from the first row on (:func:`dlap.backends.cpu.points.bid_in_parallel`,
+    :func:`dlap.backends.cpu.points.search_on_the_team`)."""
     import numba
 
     from dlap import threads
@@ -79,7 +81,7 @@ def test_the_optimum_with_the_auction_on_a_thread_team(n, m, d, metric, maximize
     if clustered:
         a, b = np.round(a * 3) / 3 + 0.1, np.round(b * 3) / 3 + 0.1
     with (mock.patch.object(threads, "_limit", 2), mock.patch.object(threads, "SERIAL_MAX_ENTRIES", 0),
-          mock.patch.object(points, "TEAM_AUCTION_ROWS", 1)):
+          mock.patch.object(points, "TEAM_AUCTION_ROWS", 1), mock.patch.object(points, "TEAM_SEARCH_ROWS", 1)):
         result = _check(a, b, metric, 1.5 if metric == "minkowski" else None, maximize, candidates=candidates)
     assert result.stats.threads == 2
 
@@ -152,10 +154,10 @@ def test_a_repair_that_costs_more_than_an_auction_gives_way_to_it(n, m, monkeypa
     assert counts["repairs_abandoned"] >= 1 and "rows_let_go" in counts
 
 
-def test_the_searches_stop_at_their_budget():
-    """augment_rows with a budget of columns reached: the first search runs, the next would pass
-    it, so the rest stay free; the duals stay feasible and the matched pairs tight. Without a
-    budget every row is matched."""
+def test_the_searches_stop_at_their_budget(core_threads):
+    """The searches with a budget of columns reached: the first search (on a team, the first of
+    each thread at most) runs, the next would pass it, so the rest stay free; the duals stay
+    feasible and the matched pairs tight. Without a budget every row is matched."""
     from dlap.backends.cpu import points as module
 
     n = 300
@@ -165,15 +167,77 @@ def test_the_searches_stop_at_their_budget():
         col4row, row4col = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
         module.row_duals(indptr, indices, costs, v, u)
         counters = np.zeros(3, dtype=np.int64)
-        assert module.augment_rows(indptr, indices, costs, u, v, col4row, row4col, np.arange(n),
-                                   np.empty(n, dtype=np.int64), counters, budget) == expected
+        assert module.augment_free_rows(indptr, indices, costs, u, v, col4row, row4col, np.arange(n),
+                                        np.empty(n, dtype=np.int64), counters, budget) == expected
         matched = np.flatnonzero(col4row >= 0)
-        assert matched.size == (1 if budget == 0 else n) and counters[0] == matched.size
+        assert (1 <= matched.size <= core_threads if budget == 0 else matched.size == n)
+        assert counters[0] == matched.size
+        _assert_tight_and_feasible(indptr, indices, costs, u, v, col4row)
+
+
+def _assert_tight_and_feasible(indptr, indices, costs, u, v, col4row):
+    rows = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+    reduced = costs - u[rows] - v[indices]
+    assert (reduced >= -1e-9).all()
+    own = indices == col4row[rows]
+    assert (np.abs(reduced[own]) <= 1e-9).all()
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("n, k", [(2, 1), (400, 1), (3000, 3), (3000, 8)])
+def test_the_searches_reach_one_threads_optimum(n, k, ties, core_threads):
+    """From the rows' cheapest edges, the row reduction then the searches (on one thread, or on a
+    team) match every row of a core at the optimum the one-thread searches alone reach (its cost:
+    the matching may be another among ties), with feasible duals tight on every matched pair."""
+    from dlap.backends.cpu import points as module
+
+    indptr, indices, costs = _random_core(n, k, seed=n + k, ties=ties)
+    totals = []
+    for reduced_first in (False, True):
+        u, v = np.empty(n), np.zeros(n)
+        col4row, row4col = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        module.row_duals(indptr, indices, costs, v, u)
+        if reduced_first:
+            module.reduce_free_rows(indptr, indices, costs, u, v, col4row, row4col, np.arange(n), 8 * n)
+            stuck = module.augment_free_rows(indptr, indices, costs, u, v, col4row, row4col,
+                                             np.flatnonzero(col4row < 0), np.empty(n, dtype=np.int64),
+                                             np.zeros(3, dtype=np.int64), np.iinfo(np.int64).max)
+        else:
+            stuck = module.augment_rows(indptr, indices, costs, u, v, col4row, row4col, np.arange(n),
+                                        np.empty(n, dtype=np.int64), np.zeros(3, dtype=np.int64),
+                                        np.iinfo(np.int64).max)
+        assert stuck == -1 and np.array_equal(np.sort(col4row), np.arange(n))
+        assert np.array_equal(row4col[col4row], np.arange(n))
+        _assert_tight_and_feasible(indptr, indices, costs, u, v, col4row)
         rows = np.repeat(np.arange(n), np.diff(indptr))
-        reduced = costs - u[rows] - v[indices]
-        assert (reduced >= -1e-9).all()
-        own = indices == col4row[rows]
-        assert np.abs(reduced[own]).max() <= 1e-9
+        totals.append(math.fsum(costs[indices == col4row[rows]].tolist()))
+    assert totals[1] == pytest.approx(totals[0], rel=1e-12, abs=1e-9)
+
+
+def test_the_searches_report_rows_with_too_few_columns(core_threads):
+    """Rows 0-2 have column 0 only, the others their own column and two more: a search from
+    one of rows 0-2 reaches no free column, and the rows it reached have fewer columns than
+    themselves (what the engine gives edges to free columns)."""
+    from dlap.backends.cpu import points as module
+
+    n = 3000
+    rng = np.random.default_rng(3)
+    lists = [[0], [0], [0]] + [sorted({i, *rng.integers(3, n, 2).tolist()}) for i in range(3, n)]
+    indptr = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
+    indices = np.array([j for x in lists for j in x], dtype=np.int64)
+    costs = rng.random(indices.size)
+    u, v = np.empty(n), np.zeros(n)
+    col4row, row4col = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    module.row_duals(indptr, indices, costs, v, u)
+    scanned, counters = np.empty(n, dtype=np.int64), np.zeros(3, dtype=np.int64)
+    rows = np.arange(n)[::-1].copy()  # rows 0-2 last: the others are matched first
+    position = module.augment_free_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters,
+                                        np.iinfo(np.int64).max)
+    assert position >= 0 and rows[position] in (0, 1, 2) and col4row[rows[position]] < 0
+    reached = scanned[: counters[2]]
+    neighbours = np.unique(np.concatenate([indices[indptr[r]: indptr[r + 1]] for r in reached]))
+    assert rows[position] in reached and neighbours.size < reached.size
+    _assert_tight_and_feasible(indptr, indices, costs, u, v, col4row)
 
 
 def test_pricing_finds_a_pair_no_candidate_list_holds():
@@ -395,9 +459,10 @@ _NO_COLUMNS = (np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), np.empt
 
 
 @pytest.fixture(params=["one thread", "team"])
-def auction_threads(request, monkeypatch):
-    """The auction's bids on one thread, or on a team of two from the first row on
-    (:func:`dlap.backends.cpu.points.bid_in_parallel`)."""
+def core_threads(request, monkeypatch):
+    """The core's kernels on one thread, or on a team of two from the first row on: the auction's
+    bids (:func:`dlap.backends.cpu.points.bid_in_parallel`), the row reduction's and the searches
+    for augmenting paths (:func:`dlap.backends.cpu.points.search_on_the_team`)."""
     import numba
 
     from dlap.backends.cpu import points as module
@@ -408,6 +473,7 @@ def auction_threads(request, monkeypatch):
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("Numba has one thread here")
     monkeypatch.setattr(module, "TEAM_AUCTION_ROWS", 1)
+    monkeypatch.setattr(module, "TEAM_SEARCH_ROWS", 1)
     previous = numba.get_num_threads()
     numba.set_num_threads(2)
     try:
@@ -429,7 +495,7 @@ def _random_core(n: int, k: int, seed: int, ties: bool):
 
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("n, k", [(1, 1), (2, 1), (50, 3), (3000, 8), (4000, 1)])
-def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties, auction_threads):
+def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties, core_threads):
     """The core's auction leaves every row assigned within the last ε of its cheapest column,
     from zero prices and again from its own, asking whether its free rows can be matched from
     its first bid on (never wrongly); it says so where the core has no perfect matching (two
@@ -465,7 +531,7 @@ def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties, auction_th
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_contending_threads_keep_eps_slackness(seed, auction_threads):
+def test_contending_threads_keep_eps_slackness(seed, core_threads):
     """Rows next to each other share their columns (a band of 17 columns, costs 0 to 3: price
     wars), so the team's threads bid for the same columns at once: every row still ends within
     the last ε of its cheapest column (a bid whose column was outbid meanwhile must be made again:
@@ -492,7 +558,7 @@ def test_contending_threads_keep_eps_slackness(seed, auction_threads):
 
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("n, m, k", [(1, 2, 1), (40, 60, 3), (2000, 2400, 8), (3000, 3300, 1)])
-def test_the_rectangular_auction_leaves_unassigned_columns_at_the_top(n, m, k, ties, auction_threads):
+def test_the_rectangular_auction_leaves_unassigned_columns_at_the_top(n, m, k, ties, core_threads):
     """With more columns than rows the reverse iterations leave every row assigned within the
     last ε of its cheapest column, every unassigned column at price 0 and every price at most 0
     (the rectangular dual), from zero prices and again from its own, on one thread and on a team."""
@@ -628,6 +694,28 @@ def test_a_cores_first_edges_are_those_add_gives():
     added.add(np.repeat(np.arange(60), 9), index.ravel(), costs.ravel())
     assert filled.size == added.size < index.size
     assert np.array_equal(filled.keys, added.keys) and np.array_equal(filled.costs, added.costs)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_merged_edges_keep_the_first_cost_of_each_pair(seed, core_threads):
+    """merge_edges against NumPy's unique over the edges there and the new ones, in order: every
+    pair once, ascending, with its first cost; pairs with a row or column -1 skipped; rows with
+    many new edges (merge-sorted) and few (insertion-sorted), on one thread and on a team."""
+    from dlap.backends.cpu.points import merge_edges
+
+    rng = np.random.default_rng(seed)
+    n_rows, n_cols = int(rng.integers(1, 80)), int(rng.integers(1, 80))
+    keys = np.unique(rng.integers(0, n_rows * n_cols, int(rng.integers(0, 400))))
+    costs = rng.random(keys.size)
+    size = int(rng.integers(0, 3000))
+    rows, cols = rng.integers(-1, n_rows, size), rng.integers(-1, n_cols, size)
+    rows[: size // 3] = rng.integers(0, min(n_rows, 3))  # a few rows with many new edges
+    new_costs = rng.random(size)
+    merged_keys, merged_costs, added = merge_edges(keys, costs, rows, cols, new_costs, n_rows, n_cols)
+    kept = (rows >= 0) & (cols >= 0)
+    every, first = np.unique(np.concatenate((keys, rows[kept] * n_cols + cols[kept])), return_index=True)
+    assert np.array_equal(merged_keys, every) and added == every.size - keys.size
+    assert np.array_equal(merged_costs, np.concatenate((costs, new_costs[kept]))[first])
 
 
 @pytest.mark.parametrize("metric", ["euclidean", "cityblock", "cosine"])

@@ -109,10 +109,8 @@ class SparseCore:
         many were new."""
         from ..backends.cpu import points as core_kernels
 
-        keep = (rows >= 0) & (cols >= 0)
-        keys, costs, added = core_kernels.merge_edges(self.keys, self.costs, rows[keep], cols[keep],
-                                                      np.asarray(costs, dtype=np.float64)[keep], self.n_rows,
-                                                      self.n_cols)
+        keys, costs, added = core_kernels.merge_edges(self.keys, self.costs, rows, cols,
+                                                      np.asarray(costs, dtype=np.float64), self.n_rows, self.n_cols)
         if added:
             self.keys, self.costs = keys, costs
             self._csr = self._csc = None
@@ -438,11 +436,11 @@ def _assign_all(search, core, solution, square, counts, budget: int | None = Non
         if not free.size:
             break
         indptr, indices, costs = core.csr()
-        core_kernels.augmenting_row_reduction(indptr, indices, costs, solution.u, solution.v, solution.col4row,
-                                         solution.row4col, free, ARR_STEPS_PER_ROW * free.shape[0])
+        core_kernels.reduce_free_rows(indptr, indices, costs, solution.u, solution.v, solution.col4row,
+                                      solution.row4col, free, ARR_STEPS_PER_ROW * free.shape[0])
         free = np.flatnonzero(solution.col4row < 0)
-        stuck = core_kernels.augment_rows(indptr, indices, costs, solution.u, solution.v, solution.col4row,
-                                     solution.row4col, free, scanned, counters, budget)
+        stuck = core_kernels.augment_free_rows(indptr, indices, costs, solution.u, solution.v, solution.col4row,
+                                          solution.row4col, free, scanned, counters, budget)
         if stuck < 0:
             break
         rows, cols, new_costs = _to_free_columns(search, core, scanned[: counters[2]], solution.row4col)

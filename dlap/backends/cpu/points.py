@@ -25,6 +25,10 @@ TEAM_AUCTION_ROWS = 10000
 SHARED_BIDS = 256
 #: the fewest displaced rows for which the team bids in another sweep (:func:`bid_on_the_team`)
 TEAM_SWEEP_ROWS = 1000
+#: the fewest rows of a square core whose searches for augmenting paths run on the thread team,
+#: and the most threads they run on (:func:`search_on_the_team`: each holds arrays of the columns' size)
+TEAM_SEARCH_ROWS = 10000
+TEAM_SEARCHES = 16
 
 
 @njit(cache=True, inline="always")
@@ -180,22 +184,6 @@ def pair_costs(a, b, na, nb, metric, p, sign, rows, cols, out):
         out[t] = pair_cost(a, b, na, nb, rows[t], cols[t], metric, p, sign)
 
 
-@njit(cache=True)
-def _counting_order(values, n_values, order):
-    """``order`` stably sorted by ``values[order]`` (each below ``n_values``): a counting sort."""
-    start = np.zeros(n_values + 1, dtype=np.int64)
-    for t in range(order.shape[0]):
-        start[values[order[t]] + 1] += 1
-    for x in range(n_values):
-        start[x + 1] += start[x]
-    out = np.empty_like(order)
-    for t in range(order.shape[0]):
-        x = values[order[t]]
-        out[start[x]] = order[t]
-        start[x] += 1
-    return out
-
-
 @prange_kernel
 def row_edges(index, cost, n_cols, keys, costs):
     """Row i's edges to the columns ``index[i]`` (costs ``cost[i]``) as keys ``i * n_cols + j``,
@@ -223,36 +211,85 @@ def row_edges(index, cost, n_cols, keys, costs):
             keys[i, t] = -1
 
 
-@njit(cache=True)
+@prange_kernel
 def merge_edges(keys, costs, rows, cols, new_costs, n_rows, n_cols):
     """The sorted, unique edge keys ``row * n_cols + col`` and their costs, with the edges
-    ``rows``, ``cols`` (costs ``new_costs``) merged in: those already there, and repeats among
-    them, keep their first cost. Sorted by two counting sorts (by column, then by row), so a
-    batch costs its length plus the core's, not a comparison sort. Returns the keys, the costs
-    and how many edges were new."""
-    order = _counting_order(cols, n_cols, np.arange(rows.shape[0]))
-    order = _counting_order(rows, n_rows, order)
-    out_keys = np.empty(keys.shape[0] + order.shape[0], dtype=np.int64)
-    out_costs = np.empty(keys.shape[0] + order.shape[0])
-    a, o, added, last = 0, 0, 0, -1
-    for t in range(order.shape[0]):
-        e = order[t]
-        key = rows[e] * n_cols + cols[e]
-        while a < keys.shape[0] and keys[a] < key:
-            out_keys[o], out_costs[o] = keys[a], costs[a]
-            o += 1
+    ``rows``, ``cols`` (costs ``new_costs``; those with a row or column -1 skipped) merged in:
+    those already there, and repeats among them, keep their first cost. The new edges are bucketed
+    by row (a counting sort on the team), each row's sorted by column, then merged with the row's
+    edges already there, twice: to count each row's edges, then to write them where the counts
+    say. Returns the keys, the costs and how many edges were new."""
+    first = np.zeros(n_rows + 1, dtype=np.int64)  # each row's first new edge in ``order``
+    for e in prange(rows.shape[0]):
+        if rows[e] >= 0 and cols[e] >= 0:
+            fetch_add(first, rows[e] + 1, 1)
+    for r in range(n_rows):
+        first[r + 1] += first[r]
+    cursor = first[:-1].copy()
+    order, order_cols = np.empty(first[n_rows], dtype=np.int64), np.empty(first[n_rows], dtype=np.int64)
+    for e in prange(rows.shape[0]):
+        if rows[e] >= 0 and cols[e] >= 0:
+            at = fetch_add(cursor, rows[e], 1)
+            order[at], order_cols[at] = e, cols[e]
+    old = np.empty(n_rows + 1, dtype=np.int64)  # each row's first edge in ``keys``
+    for r in prange(n_rows + 1):
+        old[r] = np.searchsorted(keys, r * n_cols)
+    out = np.zeros(n_rows + 1, dtype=np.int64)
+    for r in prange(n_rows):
+        _by_column(order, order_cols, first[r], first[r + 1], rows.shape[0])
+        out[r + 1] = _merge_row(keys, costs, old[r], old[r + 1], r * n_cols, order, order_cols, first[r],
+                                first[r + 1], new_costs, keys, costs, -1)
+    for r in range(n_rows):
+        out[r + 1] += out[r]
+    out_keys, out_costs = np.empty(out[n_rows], dtype=np.int64), np.empty(out[n_rows])
+    for r in prange(n_rows):
+        _merge_row(keys, costs, old[r], old[r + 1], r * n_cols, order, order_cols, first[r], first[r + 1], new_costs,
+                   out_keys, out_costs, out[r])
+    return out_keys, out_costs, out[n_rows] - keys.shape[0]
+
+
+@njit(cache=True)
+def _by_column(order, order_cols, lo, hi, positions):
+    """One row's new edges ``order[lo:hi]`` (their columns ``order_cols[lo:hi]``, their positions
+    below ``positions``) sorted by column, then by position (the first of repeats first): an
+    insertion sort where they are few, else a merge sort."""
+    if hi - lo > 32:
+        ranked = order_cols[lo:hi] * positions + order[lo:hi]
+        sorted_ = np.argsort(ranked, kind="mergesort")
+        order[lo:hi], order_cols[lo:hi] = order[lo:hi][sorted_], order_cols[lo:hi][sorted_]
+        return
+    for t in range(lo + 1, hi):
+        e, j = order[t], order_cols[t]
+        at = t
+        while at > lo and (order_cols[at - 1] > j or (order_cols[at - 1] == j and order[at - 1] > e)):
+            order[at], order_cols[at] = order[at - 1], order_cols[at - 1]
+            at -= 1
+        order[at], order_cols[at] = e, j
+
+
+@njit(cache=True, inline="always")
+def _merge_row(keys, costs, a, a_end, base, order, order_cols, lo, hi, new_costs, out_keys, out_costs, o):
+    """One row's edges ``keys[a:a_end]`` (keys from ``base``) and its new ones ``order[lo:hi]``
+    (sorted by :func:`_by_column`), merged into ``out_keys``/``out_costs`` from ``o`` (``o = -1``:
+    only counted); returns how many there are."""
+    count, last = 0, -1
+    for t in range(lo, hi):
+        key = base + order_cols[t]
+        while a < a_end and keys[a] < key:
+            if o >= 0:
+                out_keys[o + count], out_costs[o + count] = keys[a], costs[a]
+            count += 1
             a += 1
-        if key == last or (a < keys.shape[0] and keys[a] == key):
+        if key == last or (a < a_end and keys[a] == key):
             continue
-        out_keys[o], out_costs[o] = key, new_costs[e]
-        o += 1
-        added += 1
+        if o >= 0:
+            out_keys[o + count], out_costs[o + count] = key, new_costs[order[t]]
+        count += 1
         last = key
-    while a < keys.shape[0]:
-        out_keys[o], out_costs[o] = keys[a], costs[a]
-        o += 1
-        a += 1
-    return out_keys[:o], out_costs[:o], added
+    if o >= 0:
+        for t in range(a_end - a):
+            out_keys[o + count + t], out_costs[o + count + t] = keys[a + t], costs[a + t]
+    return count + a_end - a
 
 
 @prange_kernel
@@ -336,9 +373,8 @@ def match_rows(indptr, indices, col4row, row4col, rows, scanned, counters):
 def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters, budget):
     """Shortest augmenting paths on a sparse graph (CSR rows ``indptr``/``indices``/``costs``,
     absent pairs forbidden), one per row of ``rows`` in order, from feasible duals ``u``, ``v``
-    and a matching of tight pairs (Dijkstra on a heap whose keys are lowered in place, as in Crouse's rectangular algorithm,
-    IEEE TAES 2016: columns never reached cost nothing). Each search ends at the nearest free
-    column; the duals stay feasible and matched pairs tight.
+    and a matching of tight pairs (:func:`shortest_path`, then Crouse's dual update). Each search
+    ends at the nearest free column; the duals stay feasible and matched pairs tight.
 
     With more columns than rows, the square problem of the same optimum is solved: ``m - n``
     implicit rows of cost 0 to every column hold that many unmatched columns at the highest
@@ -359,7 +395,7 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
     done = np.zeros(m, dtype=np.bool_)
     touched = np.empty(m, dtype=np.int64)
     keys, items = np.empty(m, dtype=np.float64), np.empty(m, dtype=np.int64)
-    at = np.full(m, -1, dtype=np.int64)  # a column's place in the heap, -1 where it is not there
+    at = np.full(m, -1, dtype=np.int64)
     tree_rows = np.empty(n, dtype=np.int64)
     stopped = -1
     for position in range(rows.shape[0]):
@@ -370,78 +406,16 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
             stopped = OVER_BUDGET
             break
         counters[0] += 1
-        n_touched, n_tree, size = 0, 0, 0
-        i, base, sink, through = start, 0.0, -1, -1
-        nearest_free = np.inf  # the shortest distance to a free column seen: nothing beyond it is settled
-        while True:
-            if i >= 0:
-                tree_rows[n_tree] = i
-                n_tree += 1
-                for e in range(indptr[i], indptr[i + 1]):
-                    j = indices[e]
-                    if done[j]:
-                        continue
-                    r = base + max(costs[e] - u[i] - v[j], 0.0)  # below 0 only by rounding
-                    if r < dist[j] and r < nearest_free:
-                        if dist[j] == np.inf:
-                            touched[n_touched] = j
-                            n_touched += 1
-                        dist[j], pred[j] = r, i
-                        size = _lower_key(keys, items, at, size, r, j)
-                        if row4col[j] < 0 and (v[j] < top or at_top > spare):
-                            nearest_free = r
-            j = -1
-            while size > 0:
-                j = _pop_nearest(keys, items, at, size)
-                size -= 1
-                if not done[j]:  # (a column the implicit rows hold is done without leaving the heap)
-                    break
-                j = -1
-            if j < 0:
-                break
-            done[j] = True
-            base = dist[j]
-            if row4col[j] >= 0:
-                i = row4col[j]
-                continue
-            if v[j] < top or at_top > spare:
-                sink = j
-                break
-            # j is held by an implicit row: the held columns are reached at once, the others at top - v
-            through, i = j, -1
-            for k in range(m):
-                if done[k]:
-                    continue
-                held = row4col[k] < 0 and v[k] >= top
-                r = base if held else base + max(top - v[k], 0.0)
-                if r < dist[k] or held:
-                    if dist[k] == np.inf:
-                        touched[n_touched] = k
-                        n_touched += 1
-                    dist[k], pred[k], done[k] = r, IMPLICIT_ROW, held
-                    if not held:
-                        size = _lower_key(keys, items, at, size, r, k)
-        for t in range(size):
-            at[items[t]] = -1
-        size = 0
+        sink, through, base, n_touched, n_tree = shortest_path(indptr, indices, costs, u, v, row4col, start, top,
+                                                               at_top, spare, dist, pred, done, touched, keys, items,
+                                                               at, tree_rows)
         counters[1] += n_touched
         if sink < 0:
-            for t in range(n_tree):
-                scanned[t] = tree_rows[t]
+            scanned[:n_tree] = tree_rows[:n_tree]
             counters[2] = n_tree
-            for t in range(n_touched):
-                dist[touched[t]] = np.inf
-                done[touched[t]] = False
+            forget_search(dist, done, touched, n_touched)
             return position
-        # dual update: the search's rows and completed columns, as in Crouse's step 5
-        u[start] += base
-        for t in range(1, n_tree):
-            r = tree_rows[t]
-            u[r] += base - dist[col4row[r]]
-        for t in range(n_touched):
-            j = touched[t]
-            if done[j]:
-                v[j] -= base - dist[j]
+        update_duals(u, v, col4row, start, base, dist, done, touched, n_touched, tree_rows, n_tree)
         if through >= 0:
             top -= base - dist[through]
         elif v[sink] >= top:
@@ -449,13 +423,193 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
         _flip_through(pred, col4row, row4col, sink, start, through, v, top)
         if through >= 0:
             at_top = _held(v, row4col, top)
-        for t in range(n_touched):
-            dist[touched[t]] = np.inf
-            done[touched[t]] = False
+        forget_search(dist, done, touched, n_touched)
     if spare > 0:  # the rectangular dual: unmatched columns at 0, the others at most 0
         u += top
         v[:] = np.minimum(v - top, 0.0)
     return stopped
+
+
+@njit(cache=True)
+def shortest_path(indptr, indices, costs, u, v, row4col, start, top, at_top, spare, dist, pred, done, touched, keys,
+                  items, at, tree_rows):
+    """Dijkstra from the free row ``start`` to the nearest free column over reduced costs
+    ``c - u - v`` (a heap whose keys are lowered in place, as in Crouse's rectangular algorithm,
+    IEEE TAES 2016: columns never reached cost nothing); the implicit rows of a rectangular
+    graph as :func:`augment_rows` says (``top``, ``at_top``, ``spare``; ``top = inf``: none).
+    Reads the duals and matching only; its own arrays (``dist`` at +inf, ``done`` False, ``at``
+    -1 where no search left them otherwise: :func:`forget_search`) hold the search. Returns the
+    sink (-1: no free column reached), the held column the path passes the implicit rows through
+    (-1: none), the sink's distance, how many columns were reached (``touched``; ``done``: those
+    completed) and how many rows the search tree has (``tree_rows``, ``start`` first)."""
+    m = v.shape[0]
+    n_touched, n_tree, size = 0, 0, 0
+    i, base, sink, through = start, 0.0, -1, -1
+    nearest_free = np.inf  # the shortest distance to a free column seen: nothing beyond it is settled
+    while True:
+        if i >= 0:
+            tree_rows[n_tree] = i
+            n_tree += 1
+            for e in range(indptr[i], indptr[i + 1]):
+                j = indices[e]
+                if done[j]:
+                    continue
+                r = base + max(costs[e] - u[i] - v[j], 0.0)  # below 0 only by rounding
+                if r < dist[j] and r < nearest_free:
+                    if dist[j] == np.inf:
+                        touched[n_touched] = j
+                        n_touched += 1
+                    dist[j], pred[j] = r, i
+                    size = _lower_key(keys, items, at, size, r, j)
+                    if row4col[j] < 0 and (v[j] < top or at_top > spare):
+                        nearest_free = r
+        j = -1
+        while size > 0:
+            j = _pop_nearest(keys, items, at, size)
+            size -= 1
+            if not done[j]:  # (a column the implicit rows hold is done without leaving the heap)
+                break
+            j = -1
+        if j < 0:
+            break
+        done[j] = True
+        base = dist[j]
+        if row4col[j] >= 0:
+            i = row4col[j]
+            continue
+        if v[j] < top or at_top > spare:
+            sink = j
+            break
+        # j is held by an implicit row: the held columns are reached at once, the others at top - v
+        through, i = j, -1
+        for k in range(m):
+            if done[k]:
+                continue
+            held = row4col[k] < 0 and v[k] >= top
+            r = base if held else base + max(top - v[k], 0.0)
+            if r < dist[k] or held:
+                if dist[k] == np.inf:
+                    touched[n_touched] = k
+                    n_touched += 1
+                dist[k], pred[k], done[k] = r, IMPLICIT_ROW, held
+                if not held:
+                    size = _lower_key(keys, items, at, size, r, k)
+    for t in range(size):
+        at[items[t]] = -1
+    return sink, through, base, n_touched, n_tree
+
+
+@njit(cache=True)
+def update_duals(u, v, col4row, start, base, dist, done, touched, n_touched, tree_rows, n_tree):
+    """The dual update after a search that reached a free column at distance ``base`` (Crouse's
+    step 5): the tree's rows up, its completed columns down, so the path is tight and every edge
+    stays feasible."""
+    u[start] += base
+    for t in range(1, n_tree):
+        r = tree_rows[t]
+        u[r] += base - dist[col4row[r]]
+    for t in range(n_touched):
+        j = touched[t]
+        if done[j]:
+            v[j] -= base - dist[j]
+
+
+@njit(cache=True)
+def forget_search(dist, done, touched, n_touched):
+    """A search's arrays as :func:`shortest_path` needs them for the next."""
+    for t in range(n_touched):
+        dist[touched[t]] = np.inf
+        done[touched[t]] = False
+
+
+def augment_free_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters, budget) -> int:
+    """:func:`augment_rows` (its arguments and answer); on a thread team and a square graph of at
+    least ``TEAM_SEARCH_ROWS`` rows, the searches run on the team (:func:`augment_on_the_team`)."""
+    if _on_the_team(u, v) and rows.shape[0] > 1:
+        return augment_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters, budget,
+                                   min(numba.get_num_threads(), TEAM_SEARCHES))
+    return augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters, budget)
+
+
+def augment_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters, budget,
+                        threads) -> int:
+    """:func:`augment_rows` on a square graph, on a team of ``threads`` (:func:`search_on_the_team`)."""
+    m, n = v.shape[0], u.shape[0]
+    dist = np.full((threads, m), np.inf)
+    pred = np.empty((threads, m), dtype=np.int64)
+    done = np.zeros((threads, m), dtype=np.bool_)
+    touched, items = np.empty((threads, m), dtype=np.int64), np.empty((threads, m), dtype=np.int64)
+    keys = np.empty((threads, m))
+    at = np.full((threads, m), -1, dtype=np.int64)
+    tree_rows = np.empty((threads, n), dtype=np.int64)
+    completed = np.zeros(m, dtype=np.int64)
+    shared = np.zeros(5, dtype=np.int64)
+    order = np.random.default_rng(0).permutation(rows.shape[0])
+    search_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows[order], dist, pred, done, touched, keys,
+                       items, at, tree_rows, completed, shared, scanned, counters, budget, threads)
+    return {0: -1, 1: int(order[shared[4]]), 2: OVER_BUDGET}[int(shared[3])]
+
+
+@prange_kernel
+def search_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows, dist, pred, done, touched, keys, items,
+                       at, tree_rows, completed, shared, scanned, counters, budget, threads):
+    """The searches of :func:`augment_rows` on a square graph, asynchronously: each of the
+    ``threads`` takes the next of the free ``rows`` (``shared[0]``: how many were taken) and
+    searches from the duals and matching as they are (:func:`shortest_path`, in its own row of
+    the search arrays), then, holding the lock ``shared[1]``, augments, unless another thread
+    augmented meanwhile through a column this search completed (``completed[j]``: the count of
+    augmentations, ``shared[2]``, when one last passed ``j``): then the search is made again.
+    Where no augmentation passed them, the completed columns' duals and the rows matched to them
+    are those the search read; other columns' prices can only have risen, so it is the search one
+    thread would make now: the same optimum. Stops taking rows at a search that reaches no free
+    column and met no augmentation (``shared[3] = 1``, its position in ``shared[4]``, its tree's
+    rows in ``scanned[:counters[2]]``) or once the columns reached pass ``budget``
+    (``shared[3] = 2``). ``counters`` as :func:`augment_rows`' (columns reached count every
+    search made). Which of equally short paths a row gets depends on the threads' timing."""
+    for s in prange(threads):
+        while shared[3] == 0:
+            position = fetch_add(shared, 0, 1)
+            if position >= rows.shape[0]:
+                break
+            start = rows[position]
+            if col4row[start] >= 0:
+                continue
+            while shared[3] == 0:
+                if counters[1] > budget:
+                    compare_and_swap(shared, 3, 0, 2)
+                    break
+                seen = fetch_add(shared, 2, 0)
+                sink, _, base, n_touched, n_tree = shortest_path(indptr, indices, costs, u, v, row4col, start,
+                                                                 np.inf, 0, 0, dist[s], pred[s], done[s], touched[s],
+                                                                 keys[s], items[s], at[s], tree_rows[s])
+                fetch_add(counters, 1, n_touched)
+                while compare_and_swap(shared, 1, 0, 1) != 0:
+                    pass
+                met = False
+                for t in range(n_touched):
+                    j = touched[s, t]
+                    if done[s, j] and completed[j] > seen:
+                        met = True
+                        break
+                if not met and sink < 0 and shared[3] == 0:
+                    scanned[:n_tree] = tree_rows[s, :n_tree]
+                    counters[2], shared[4] = n_tree, position
+                    shared[3] = 1
+                elif not met and sink >= 0:
+                    now = shared[2] + 1
+                    for t in range(n_touched):
+                        j = touched[s, t]
+                        if done[s, j]:
+                            completed[j] = now
+                    update_duals(u, v, col4row, start, base, dist[s], done[s], touched[s], n_touched, tree_rows[s],
+                                 n_tree)
+                    flip_path(pred[s], col4row, row4col, sink, start)
+                    counters[0] += 1
+                    fetch_add(shared, 2, 1)  # (after the writes: a search that reads the new count sees them)
+                compare_and_swap(shared, 1, 1, 0)
+                forget_search(dist[s], done[s], touched[s], n_touched)
+                if not met:
+                    break
 
 
 @njit(cache=True, inline="always")
@@ -547,6 +701,26 @@ def _flip_through(pred, col4row, row4col, sink, start, through, v, top):
         col4row[i], j = j, col4row[i]
         if i == start:
             break
+
+
+def reduce_free_rows(indptr, indices, costs, u, v, col4row, row4col, rows, steps) -> None:
+    """:func:`augmenting_row_reduction` (its arguments); on a thread team and a square graph of at
+    least ``TEAM_SEARCH_ROWS`` rows, its bids start on the team: the auction's asynchronous bids
+    (:func:`bid_on_the_team`) at ε = 0, each free row lowering its cheapest column's dual to its
+    second cheapest, which leaves it tight, in sweeps (chasing displaced rows made price wars of
+    two rows: most rows were still free after the budget's bids), then one thread's for the rows
+    left."""
+    if _on_the_team(u, v):
+        steps -= bid_on_the_team(indptr, indices, costs, v, col4row, row4col, 0.0, 0.0,
+                                 np.zeros(v.shape[0], dtype=np.int64), steps, False)
+        rows = np.flatnonzero(col4row < 0)
+    augmenting_row_reduction(indptr, indices, costs, u, v, col4row, row4col, rows, steps)
+
+
+def _on_the_team(u, v) -> bool:
+    """Whether the searches (and their row reduction) of a graph of duals ``u``, ``v`` run on the
+    thread team: a square graph of at least ``TEAM_SEARCH_ROWS`` rows, and a team."""
+    return numba.get_num_threads() > 1 and u.shape[0] == v.shape[0] >= TEAM_SEARCH_ROWS
 
 
 @njit(cache=True)
@@ -657,6 +831,15 @@ def two_cheapest(indptr, indices, costs, prices, i):
 
 
 @njit(cache=True, inline="always")
+def _other_cheapest(indptr, indices, costs, prices, i, e1, w):
+    """Row ``i``'s first edge other than ``e1`` whose ``costs - prices[indices]`` is ``w``."""
+    for e in range(indptr[i], indptr[i + 1]):
+        if e != e1 and costs[e] - prices[indices[e]] == w:
+            return e
+    return e1
+
+
+@njit(cache=True, inline="always")
 def outbid(v, col4row, row4col, i, j1, w1, w2, lone_gap, eps):
     """Row ``i``'s bid for its cheapest column ``j1`` (``c - v``: ``w1``; the second cheapest
     ``w2``): the price drops by the gap plus ε (by ``lone_gap`` plus ε where the row has one
@@ -684,7 +867,11 @@ def bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, 
     keeps ε-complementary slackness. The threads claim bids ``SHARED_BIDS`` at a time
     (``shared[1]``), at most ``budget`` in all; past it, or at a row without edges, they stop
     (``shared[2]`` set), leaving rows free for the serial bids that follow. ``shared[3]``: the
-    bids made. Which of several equally good columns a row gets depends on the threads' timing."""
+    bids made. Which of several equally good columns a row gets depends on the threads' timing.
+    At ``eps = 0`` (the augmenting row reduction, :func:`reduce_free_rows`) a row whose two
+    cheapest tie takes the other of them where the first is held, and a row with one edge leaves
+    it to its holder, as :func:`augmenting_row_reduction` does: else two rows would trade a column
+    back and forth at no cost."""
     for _ in prange(threads):
         made, allowed = 0, 0
         while shared[2] == 0:
@@ -702,6 +889,10 @@ def bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, 
                 if e1 < 0:
                     shared[2] = 1
                     break
+                if eps == 0.0 and w2 == w1 and row4col[indices[e1]] >= 0:
+                    e1 = _other_cheapest(indptr, indices, costs, v, i, e1, w1)  # a tie: the other column
+                elif eps == 0.0 and w2 == np.inf and row4col[indices[e1]] >= 0:
+                    break  # a lone edge to a held column: left to the searches
                 j1 = indices[e1]
                 while compare_and_swap(locks, j1, 0, 1) != 0:
                     pass
@@ -719,15 +910,20 @@ def bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, 
         fetch_add(shared, 3, made)
 
 
-def compile_team_bids() -> None:
-    """Compile (or load from the cache) :func:`bid_in_parallel` for the thread team, for both
-    column index types of a core: small solves never bid on the team (what
-    :func:`dlap.warmup.for_large_solves` leaves compiled)."""
+def compile_team_kernels() -> None:
+    """Compile (or load from the cache) the team's twins of :func:`bid_in_parallel` and
+    :func:`search_on_the_team`, for both column index types of a core: small solves never run
+    them (what :func:`dlap.warmup.for_large_solves` leaves compiled)."""
     for index_dtype in (np.int32, np.int64):
-        one, none = np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64)
-        bid_in_parallel.parallel(np.array([0, 1]), np.zeros(1, dtype=index_dtype), np.zeros(1), np.zeros(1),
-                                 np.full(1, -1), np.full(1, -1), 1.0, 1.0, one, one.copy(), 1,
-                                 np.zeros(5, dtype=np.int64), 1, True, none)
+        one, none, edge = np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), np.zeros(1, dtype=index_dtype)
+        bid_in_parallel.parallel(np.array([0, 1]), edge, np.zeros(1), np.zeros(1), np.full(1, -1), np.full(1, -1), 1.0,
+                                 1.0, one, one.copy(), 1, np.zeros(5, dtype=np.int64), 1, True, none)
+        search_on_the_team.parallel(np.array([0, 1]), edge, np.zeros(1), np.zeros(1), np.zeros(1), np.full(1, -1),
+                                    np.full(1, -1), one, np.full((1, 1), np.inf), np.empty((1, 1), dtype=np.int64),
+                                    np.zeros((1, 1), dtype=np.bool_), np.empty((1, 1), dtype=np.int64), np.empty((1, 1)),
+                                    np.empty((1, 1), dtype=np.int64), np.full((1, 1), -1), np.empty((1, 1), dtype=np.int64),
+                                    np.zeros(1, dtype=np.int64), np.zeros(5, dtype=np.int64), np.empty(1, dtype=np.int64),
+                                    np.zeros(3, dtype=np.int64), 1, 1)
 
 
 def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, eps_end,

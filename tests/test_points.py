@@ -677,8 +677,8 @@ def test_the_core_by_column_is_its_transpose():
     assert indptr[0] == 0 and indptr[-1] == core.size and np.all(np.diff(indptr) >= 0)
     for j in range(70):
         mine = slice(indptr[j], indptr[j + 1])
-        expected = np.flatnonzero(core.cols == j)  # keys ascend by row, then column
-        assert np.array_equal(rows[mine], core.rows[expected]) and np.array_equal(costs[mine], core.costs[expected])
+        expected = np.flatnonzero(core.keys % core.n_cols == j)  # keys ascend by row, then column
+        assert np.array_equal(rows[mine], core.keys[expected] // core.n_cols) and np.array_equal(costs[mine], core.costs[expected])
 
 
 def test_a_cores_first_edges_are_those_add_gives():

@@ -126,14 +126,6 @@ class SparseCore:
         self.keys, self.costs = keys.ravel()[kept], edge_costs.ravel()[kept]
         self._csr = self._csc = None
 
-    @property
-    def rows(self):
-        return self.keys // self.n_cols
-
-    @property
-    def cols(self):
-        return self.keys % self.n_cols
-
     def csr(self):
         if self._csr is None:
             from ..backends.cpu import points as core_kernels
@@ -175,16 +167,14 @@ class CoreSolution:
     def start(self, core: SparseCore) -> None:
         """Cold start: ``v = 0``, each row's dual its cheapest core edge, and a greedy matching of
         the rows' cheapest edges (all tight)."""
+        from ..backends.cpu import points as core_kernels
+
         self.v[:] = 0.0
         self.col4row[:] = -1
         self.row4col[:] = -1
-        self.u[:] = np.inf
-        rows = core.rows
-        np.minimum.at(self.u, rows, core.costs)
-        cheapest = core.costs == self.u[rows]
-        for r, c in zip(rows[cheapest].tolist(), core.cols[cheapest].tolist(), strict=True):
-            if self.col4row[r] < 0 and self.row4col[c] < 0:
-                self.col4row[r], self.row4col[c] = c, r
+        indptr, indices, costs = core.csr()
+        core_kernels.row_duals(indptr, indices, costs, self.v, self.u)
+        core_kernels.match_cheapest(indptr, indices, costs, self.u, self.col4row, self.row4col)
 
     def copy(self) -> CoreSolution:
         """A copy to go back to (:meth:`take`)."""

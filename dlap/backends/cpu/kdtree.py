@@ -37,7 +37,9 @@ _ULP = 2.0**-52
 def build(points, leaf_size):
     """The tree over ``points`` (m x d, float64): ``perm`` (the points in tree order), per node
     its range ``[start[k], stop[k])`` of ``perm``, its children (-1 for a leaf; a child comes
-    after its parent) and its box ``low[k]``, ``high[k]``."""
+    after its parent) and its box ``low[k]``, ``high[k]``. A node's points are split at the median
+    of their widest coordinate (:func:`split_at`); a leaf's are in the order of its parent's
+    split coordinate."""
     m, d = points.shape
     capacity = 2 * (2 * m // max(leaf_size, 1) + 2)
     perm = np.arange(m)
@@ -45,9 +47,11 @@ def build(points, leaf_size):
     stop = np.empty(capacity, dtype=np.int64)
     left = np.full(capacity, -1, dtype=np.int64)
     right = np.full(capacity, -1, dtype=np.int64)
+    axis = np.full(capacity, -1, dtype=np.int64)  # the coordinate a node's parent split at
     low = np.empty((capacity, d))
     high = np.empty((capacity, d))
     stack = np.empty(capacity, dtype=np.int64)
+    keys = np.empty(m)
     start[0], stop[0] = 0, m
     n_nodes, depth = 1, 1
     stack[0] = 0
@@ -63,22 +67,22 @@ def build(points, leaf_size):
                 x = points[perm[t], c]
                 low[k, c] = min(low[k, c], x)
                 high[k, c] = max(high[k, c], x)
-        if hi - lo <= leaf_size:
-            continue
         widest, extent = 0, -1.0
         for c in range(d):
             if high[k, c] - low[k, c] > extent:
                 widest, extent = c, high[k, c] - low[k, c]
-        if extent <= 0:
-            continue  # identical points: one leaf
-        keys = np.empty(hi - lo)
+        if hi - lo <= leaf_size or extent <= 0:  # (no extent: identical points, one leaf)
+            if axis[k] >= 0:
+                for t in range(lo, hi):
+                    keys[t] = points[perm[t], axis[k]]
+                _insertion_sort(keys, perm, lo, hi)
+            continue
         for t in range(lo, hi):
-            keys[t - lo] = points[perm[t], widest]
-        order = np.argsort(keys, kind="mergesort")
-        perm[lo:hi] = perm[lo:hi][order]
+            keys[t] = points[perm[t], widest]
         mid = (lo + hi) // 2
+        split_at(keys, perm, lo, hi, mid)
         for child, a, b in ((0, lo, mid), (1, mid, hi)):
-            start[n_nodes], stop[n_nodes] = a, b
+            start[n_nodes], stop[n_nodes], axis[n_nodes] = a, b, widest
             if child == 0:
                 left[k] = n_nodes
             else:
@@ -87,6 +91,57 @@ def build(points, leaf_size):
             depth += 1
             n_nodes += 1
     return perm, start[:n_nodes], stop[:n_nodes], left[:n_nodes], right[:n_nodes], low[:n_nodes], high[:n_nodes]
+
+
+@njit(cache=True)
+def split_at(keys, items, lo, hi, kth):
+    """``keys[lo:hi]`` (and ``items`` with them) reordered so that none before ``kth`` is larger
+    than ``keys[kth]`` and none after it smaller (Hoare's selection, median-of-three pivots):
+    linear time, where a sort of every node cost the tree its n log^2 n."""
+    hi -= 1
+    while hi > lo:
+        mid = (lo + hi) >> 1
+        if keys[mid] < keys[lo]:
+            _swap(keys, items, lo, mid)
+        if keys[hi] < keys[lo]:
+            _swap(keys, items, lo, hi)
+        if keys[hi] < keys[mid]:
+            _swap(keys, items, mid, hi)
+        pivot = keys[mid]
+        i, j = lo, hi
+        while i <= j:
+            while keys[i] < pivot:
+                i += 1
+            while keys[j] > pivot:
+                j -= 1
+            if i <= j:
+                _swap(keys, items, i, j)
+                i += 1
+                j -= 1
+        if kth <= j:
+            hi = j
+        elif kth >= i:
+            lo = i
+        else:
+            break
+
+
+@njit(cache=True, inline="always")
+def _swap(keys, items, i, j):
+    keys[i], keys[j] = keys[j], keys[i]
+    items[i], items[j] = items[j], items[i]
+
+
+@njit(cache=True)
+def _insertion_sort(keys, items, lo, hi):
+    """``keys[lo:hi]`` ascending, ``items`` with them, equal keys in their order (a leaf's few)."""
+    for t in range(lo + 1, hi):
+        key, item = keys[t], items[t]
+        at = t
+        while at > lo and keys[at - 1] > key:
+            keys[at], items[at] = keys[at - 1], items[at - 1]
+            at -= 1
+        keys[at], items[at] = key, item
 
 
 @njit(cache=True, inline="always")

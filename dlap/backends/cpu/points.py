@@ -704,7 +704,8 @@ def _flip_through(pred, col4row, row4col, sink, start, through, v, top):
 
 
 def reduce_free_rows(indptr, indices, costs, u, v, col4row, row4col, rows, steps) -> None:
-    """:func:`augmenting_row_reduction` (its arguments); on a thread team and a square graph of at
+    """:func:`augmenting_row_reduction` (its arguments), then every row's dual its cheapest ``c - v``
+    (:func:`row_duals`: feasible on every edge, tight on the matched pairs); on a thread team and a square graph of at
     least ``TEAM_SEARCH_ROWS`` rows, its bids start on the team: the auction's asynchronous bids
     (:func:`bid_on_the_team`) at ε = 0, each free row lowering its cheapest column's dual to its
     second cheapest, which leaves it tight, in sweeps (chasing displaced rows made price wars of
@@ -715,6 +716,7 @@ def reduce_free_rows(indptr, indices, costs, u, v, col4row, row4col, rows, steps
                                  np.zeros(v.shape[0], dtype=np.int64), steps, False)
         rows = np.flatnonzero(col4row < 0)
     augmenting_row_reduction(indptr, indices, costs, u, v, col4row, row4col, rows, steps)
+    row_duals(indptr, indices, costs, v, u)
 
 
 def _on_the_team(u, v) -> bool:
@@ -729,8 +731,7 @@ def augmenting_row_reduction(indptr, indices, costs, u, v, col4row, row4col, row
     takes its cheapest column ``c - v``, lowering that column's dual to its second cheapest (so
     both tie) and displacing the holder, who bids next; at most ``steps`` bids. Columns' duals
     only go down; a column the implicit rows of a rectangular problem hold (:func:`augment_rows`)
-    is left to the searches. Afterwards every row's dual is its cheapest ``c - v``, feasible on
-    every edge and tight on its matched pair."""
+    is left to the searches. The rows' duals are left to the caller (:func:`reduce_free_rows`)."""
     top, at_top = implicit_rows(v, row4col)
     spare = v.shape[0] - u.shape[0]
     queue = rows.copy()
@@ -777,13 +778,24 @@ def augmenting_row_reduction(indptr, indices, costs, u, v, col4row, row4col, row
             tail = (tail + 1) % size
             n_queue += 1
         col4row[i], row4col[j1] = j1, i
-    row_duals(indptr, indices, costs, v, u)
 
 
 @njit(cache=True)
-def row_duals(indptr, indices, costs, v, u):
-    """``u[i] = min_j (c_ij - v_j)`` over row i's edges: the largest row duals ``v`` allows."""
+def match_cheapest(indptr, indices, costs, u, col4row, row4col):
+    """A greedy matching of tight edges: each row in order takes the first of its edges (columns
+    ascending) that costs its dual ``u`` and whose column is still free."""
     for i in range(u.shape[0]):
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            if costs[e] == u[i] and row4col[j] < 0:
+                col4row[i], row4col[j] = j, i
+                break
+
+
+@prange_kernel
+def row_duals(indptr, indices, costs, v, u):
+    """``u[i] = min_j (c_ij - v_j)`` over row i's edges (+inf for none): the largest row duals ``v`` allows."""
+    for i in prange(u.shape[0]):
         lowest = np.inf
         for e in range(indptr[i], indptr[i + 1]):
             lowest = min(lowest, costs[e] - v[indices[e]])
@@ -1113,14 +1125,20 @@ def reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, 
     return bids
 
 
-@njit(cache=True)
-def largest_duals(indptr, indices, costs, u, v, col4row, row4col):
+def largest_duals(indptr, indices, costs, u, v, col4row, row4col) -> None:
     """The largest column duals ``v <= 0`` that keep the core's edges feasible and every row's
     matched pair tight (the duals nearest 0, so the least rounding beside a small objective), from
     feasible ones: shortest paths from a source joined to every column at ``-v``, along each
     row's edges at their reduced costs (Johnson's reweighting), ``v`` the distances plus the old
     ``v``. Every row must be matched; unmatched columns stay at 0. ``u`` is then each row's
     cheapest ``c - v``."""
+    largest_column_duals(indptr, indices, costs, u, v, row4col)
+    row_duals(indptr, indices, costs, v, u)
+
+
+@njit(cache=True)
+def largest_column_duals(indptr, indices, costs, u, v, row4col):
+    """The column duals of :func:`largest_duals`."""
     m = v.shape[0]
     dist = np.empty(m)
     done = np.zeros(m, dtype=np.bool_)
@@ -1145,4 +1163,3 @@ def largest_duals(indptr, indices, costs, u, v, col4row, row4col):
                 size = _lower_key(keys, items, at, size, r, j)
     for j in range(m):
         v[j] = min(dist[j] + v[j], 0.0) if row4col[j] >= 0 else 0.0
-    row_duals(indptr, indices, costs, v, u)

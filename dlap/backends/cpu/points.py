@@ -395,7 +395,7 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
     done = np.zeros(m, dtype=np.bool_)
     touched = np.empty(m, dtype=np.int64)
     keys, items = np.empty(m, dtype=np.float64), np.empty(m, dtype=np.int64)
-    at = np.full(m, -1, dtype=np.int64)
+    at = np.full(m, -1, dtype=np.int64)  # a column's place in the heap, -1 where it is not there
     tree_rows = np.empty(n, dtype=np.int64)
     stopped = -1
     for position in range(rows.shape[0]):
@@ -533,7 +533,9 @@ def augment_free_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scan
 
 def augment_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters, budget,
                         threads) -> int:
-    """:func:`augment_rows` on a square graph, on a team of ``threads`` (:func:`search_on_the_team`)."""
+    """:func:`augment_rows` on a square graph, on a team of ``threads`` (:func:`search_on_the_team`),
+    the rows taken in a fixed shuffled order: rows numbered along a k-d tree are neighbours, whose
+    searches would meet."""
     m, n = v.shape[0], u.shape[0]
     dist = np.full((threads, m), np.inf)
     pred = np.empty((threads, m), dtype=np.int64)
@@ -560,7 +562,8 @@ def search_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows, dis
     augmented meanwhile through a column this search completed (``completed[j]``: the count of
     augmentations, ``shared[2]``, when one last passed ``j``): then the search is made again.
     Where no augmentation passed them, the completed columns' duals and the rows matched to them
-    are those the search read; other columns' prices can only have risen, so it is the search one
+    are those the search read; other columns' duals can only have fallen (their reduced costs
+    risen), so it is the search one
     thread would make now: the same optimum. Stops taking rows at a search that reaches no free
     column and met no augmentation (``shared[3] = 1``, its position in ``shared[4]``, its tree's
     rows in ``scanned[:counters[2]]``) or once the columns reached pass ``budget``

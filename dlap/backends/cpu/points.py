@@ -25,9 +25,11 @@ TEAM_AUCTION_ROWS = 10000
 SHARED_BIDS = 256
 #: the fewest displaced rows for which the team bids in another sweep (:func:`bid_on_the_team`)
 TEAM_SWEEP_ROWS = 1000
-#: the fewest rows of a square core whose searches for augmenting paths run on the thread team,
-#: and the most threads they run on (:func:`search_on_the_team`: each holds arrays of the columns' size)
+#: the fewest rows of a square core whose row reduction and searches for augmenting paths run on
+#: the thread team (:func:`reduce_free_rows`, :func:`augment_free_rows`)
 TEAM_SEARCH_ROWS = 10000
+#: the most threads the searches run on (:func:`search_on_the_team`: each holds arrays of the
+#: columns' size)
 TEAM_SEARCHES = 16
 
 

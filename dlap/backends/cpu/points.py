@@ -260,13 +260,9 @@ def _by_column(order, order_cols, lo, hi, positions):
         sorted_ = np.argsort(ranked, kind="mergesort")
         order[lo:hi], order_cols[lo:hi] = order[lo:hi][sorted_], order_cols[lo:hi][sorted_]
         return
-    for t in range(lo + 1, hi):
-        e, j = order[t], order_cols[t]
-        at = t
-        while at > lo and (order_cols[at - 1] > j or (order_cols[at - 1] == j and order[at - 1] > e)):
-            order[at], order_cols[at] = order[at - 1], order_cols[at - 1]
-            at -= 1
-        order[at], order_cols[at] = e, j
+    cols, items = order_cols[lo:hi], order[lo:hi]
+    for t in range(1, hi - lo):
+        insert_sorted(cols, items, t, cols[t], items[t])
 
 
 @njit(cache=True, inline="always")
@@ -551,7 +547,9 @@ def augment_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows, sc
     order = np.random.default_rng(0).permutation(rows.shape[0])
     search_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows[order], dist, pred, done, touched, keys,
                        items, at, tree_rows, completed, shared, scanned, counters, budget, threads)
-    return {0: -1, 1: int(order[shared[4]]), 2: OVER_BUDGET}[int(shared[3])]
+    if shared[3] == 1:
+        return int(order[shared[4]])
+    return OVER_BUDGET if shared[3] == 2 else -1
 
 
 @prange_kernel

@@ -143,10 +143,12 @@ def test_a_warm_auction_that_gives_up_leaves_no_violator_behind(n, m, monkeypatc
 @pytest.mark.parametrize("n, m", [(500, 500), (300, 360)])
 def test_a_repair_that_costs_more_than_an_auction_gives_way_to_it(n, m, monkeypatch):
     """A repair whose searches pass their budget is undone and the round solved by the auction
-    instead, to the same optimum; with no budget at all every repair gives way."""
+    instead, to the same optimum; with no budget at all (and no row reduction, which can match
+    the rows a repair let go without a search) every repair gives way."""
     import dlap.points.core
 
     monkeypatch.setattr(dlap.points.core, "SEARCH_COLUMN_BIDS", 10**12)
+    monkeypatch.setattr(dlap.points.core, "ARR_STEPS_PER_ROW", 0)
     rng = np.random.default_rng(n + m)
     a, b = rng.random((n, 2)), rng.random((m, 2))
     result = _check(a, b, candidates=2)
@@ -461,8 +463,9 @@ _NO_COLUMNS = (np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), np.empt
 @pytest.fixture(params=["one thread", "team"])
 def core_threads(request, monkeypatch):
     """The core's kernels on one thread, or on a team of two from the first row on: the auction's
-    bids (:func:`dlap.backends.cpu.points.bid_in_parallel`), the row reduction's and the searches
-    for augmenting paths (:func:`dlap.backends.cpu.points.search_on_the_team`)."""
+    bids (:func:`dlap.backends.cpu.points.bid_in_parallel`) and reverse bids
+    (:func:`~dlap.backends.cpu.points.reverse_bids_in_parallel`), the row reduction's and the
+    searches for augmenting paths (:func:`~dlap.backends.cpu.points.search_on_the_team`)."""
     import numba
 
     from dlap.backends.cpu import points as module
@@ -585,20 +588,78 @@ def test_the_rectangular_auction_leaves_unassigned_columns_at_the_top(n, m, k, t
                                   last + rounding) == 0
 
 
-def test_a_matching_that_ignores_costs_reports_its_dead_end():
+@pytest.mark.parametrize("team", [False, True])
+def test_the_reverse_bids_stop_at_their_budget(team):
+    """Two rows hold columns 0 and 1; columns 2 and 3, below the level, each want row 0 most: with
+    no bids allowed the reverse iterations give up (-1), with one each, on one thread or on a
+    team, every row keeps a column, unassigned columns at price 0 and the others below it."""
+    from dlap.backends.cpu import points as module
+    from dlap.points.core import SparseCore
+
+    core = SparseCore(2, 4)
+    core.add(np.array([0, 0, 0, 1, 1, 1]), np.array([0, 2, 3, 1, 2, 3]), np.array([5.0, 0.0, 1.0, 5.0, 3.0, 4.0]))
+    indptr, indices, costs = core.csr()
+    for limit, expected in ((0, -1), (10, 2)):
+        v = np.array([0.0, 0.0, -2.0, -2.0])
+        col4row, row4col = np.array([0, 1]), np.array([0, 1, -1, -1])
+        locks = np.zeros(4, dtype=np.int64) if team else None
+        bids = module.reverse_auction(indptr, indices, costs, *core.csc(), v, col4row, row4col, 0.5, limit, locks)
+        assert bids == expected
+        if limit:
+            assert sorted(col4row.tolist()) == [2, 3] and np.array_equal(row4col[col4row], [0, 1])
+            assert (v <= 0).all() and (v[row4col < 0] == 0).all() and not locks_held(locks)
+
+
+def locks_held(locks) -> bool:
+    return locks is not None and bool(locks.any())
+
+
+@pytest.mark.parametrize("listed", [False, True])
+def test_a_matching_that_ignores_costs_reports_its_dead_end(listed):
     """match_rows: rows 0-2 reach only columns 0 and 1, so the third row has no path, and the
-    rows its search reached are listed; with an edge to column 2 every row is matched."""
+    rows its search reached are listed; with an edge from row 0 to column 2 (in the CSR, or in
+    the lists of edges not in it yet) every row is matched, through an alternating path."""
     from dlap.backends.cpu.points import match_rows
+    from dlap.points.core import NewEdges
 
     col4row, row4col = np.full(3, -1, dtype=np.int64), np.full(3, -1, dtype=np.int64)
     scanned, counters = np.empty(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
     indptr, indices = np.array([0, 2, 4, 6], dtype=np.int64), np.array([0, 1, 1, 0, 1, 0], dtype=np.int64)
-    assert match_rows(indptr, indices, col4row, row4col, np.arange(3), scanned, counters) == 2
+    new = NewEdges(3)
+    assert match_rows(indptr, indices, col4row, row4col, np.arange(3), scanned, counters, new.first, new.next,
+                      new.cols) == 2
     assert sorted(scanned[: counters[2]].tolist()) == [0, 1, 2] and col4row[2] == -1
     assert sorted(col4row[:2].tolist()) == [0, 1] and all(row4col[col4row[i]] == i for i in range(2))
-    indptr, indices = np.array([0, 2, 4, 7], dtype=np.int64), np.array([0, 1, 1, 0, 1, 0, 2], dtype=np.int64)
-    assert match_rows(indptr, indices, col4row, row4col, np.array([2]), scanned, counters) == -1
+    if listed:
+        new.add(np.array([1, 0, 1]), np.array([1, 2, 0]), np.zeros(3))  # row 1's edges are in the CSR already
+    else:
+        indptr, indices = np.array([0, 3, 5, 7], dtype=np.int64), np.array([0, 1, 2, 1, 0, 1, 0], dtype=np.int64)
+    assert match_rows(indptr, indices, col4row, row4col, np.array([2]), scanned, counters, new.first, new.next,
+                      new.cols) == -1
     assert sorted(col4row.tolist()) == [0, 1, 2] and all(row4col[col4row[i]] == i for i in range(3))
+
+
+def test_new_edges_list_each_rows_columns():
+    """NewEdges: added in batches, each row's list holds exactly its edges' columns, and the
+    edges come back whole in the order added."""
+    from dlap.points.core import NewEdges
+
+    rng = np.random.default_rng(3)
+    new, added = NewEdges(20), []
+    for size in (1, 30, 0, 12):
+        rows, cols = rng.integers(0, 20, size), rng.integers(0, 50, size)
+        new.add(rows, cols, cols * 0.5)
+        added.append((rows, cols))
+    rows, cols = np.concatenate([r for r, _ in added]), np.concatenate([c for _, c in added])
+    for i in range(20):
+        listed, e = [], new.first[i]
+        while e >= 0:
+            listed.append(int(new.cols[e]))
+            e = new.next[e]
+        assert sorted(listed) == sorted(cols[rows == i].tolist())
+    all_rows, all_cols, all_costs = new.edges()
+    assert np.array_equal(all_rows, rows) and np.array_equal(all_cols, cols) and np.array_equal(all_costs, cols * 0.5)
+    assert sorted(new.columns_of(np.array([3, 4])).tolist()) == sorted(cols[np.isin(rows, [3, 4])].tolist())
 
 
 @pytest.mark.gpu

@@ -446,30 +446,73 @@ def _make_matchable(search, core, solution, counts, short) -> None:
     """Grow the core until it matches every row, ignoring costs, from the matching of an auction
     that found the rows ``short`` unmatchable: edges from them to their nearest free columns, then
     a search for a free column from each row still free, and where one finds none, edges from the
-    rows it reached (:func:`_to_free_columns`)."""
+    rows it reached (:func:`_to_free_columns`). The edges wait in lists (:class:`NewEdges`) that
+    the searches read beside the core, and join it together at the end."""
     from ..backends.cpu import points as core_kernels
 
     counters, scanned = np.zeros(3, dtype=np.int64), np.empty(core.n_rows, dtype=np.int64)
     rows = np.flatnonzero(solution.col4row < 0)
+    new = NewEdges(core.n_rows)
+    indptr, indices, _ = core.csr()
     while short is not None:
-        core.add(*_to_free_columns(search, core, short, solution.row4col))
+        new.add(*_to_free_columns(search, core, short, solution.row4col, new))
         counts["unmatchable"] = counts.get("unmatchable", 0) + 1
-        indptr, indices, _ = core.csr()
-        stuck = core_kernels.match_rows(indptr, indices, solution.col4row, solution.row4col, rows, scanned, counters)
+        stuck = core_kernels.match_rows(indptr, indices, solution.col4row, solution.row4col, rows, scanned, counters,
+                                        new.first, new.next, new.cols)
         short = scanned[: counters[2]] if stuck >= 0 else None
         rows = rows[max(stuck, 0) :]
+    core.add(*new.edges())
 
 
-def _to_free_columns(search, core, rows, row4col):
+class NewEdges:
+    """Edges for the core, kept as a list a row (``first[i]``: row ``i``'s latest edge, -1 for
+    none; ``next[e]``: the row's edge before ``e``; ``cols[e]``: its column) until they join it."""
+
+    def __init__(self, n_rows: int):
+        self.first = np.full(n_rows, -1, dtype=np.int64)
+        self.next = self.cols = np.empty(0, dtype=np.int64)
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add(self, rows, cols, costs) -> None:
+        if not rows.size:
+            return
+        start = self.cols.shape[0]
+        order = np.argsort(rows, kind="stable")
+        by_row, at = rows[order], start + order
+        last = np.append(by_row[1:] != by_row[:-1], True)  # each row's last new edge links to its old list
+        follows = np.append(at[1:], -1)
+        follows[last] = self.first[by_row[last]]
+        self.next = np.concatenate((self.next, np.empty(rows.shape[0], dtype=np.int64)))
+        self.next[at] = follows
+        self.first[by_row[np.append(True, last[:-1])]] = at[np.append(True, last[:-1])]
+        self.cols = np.concatenate((self.cols, cols.astype(np.int64)))
+        self.parts.append((rows, cols, costs))
+
+    def columns_of(self, rows) -> np.ndarray:
+        """The columns of the edges of ``rows``."""
+        if not self.parts:
+            return np.empty(0, dtype=np.int64)
+        all_rows, all_cols, _ = self.edges()
+        return all_cols[np.isin(all_rows, rows)]
+
+    def edges(self):
+        """Every edge (rows, columns, costs), in the order added."""
+        if not self.parts:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0)
+        return tuple(np.concatenate(x) for x in zip(*self.parts, strict=True))
+
+
+def _to_free_columns(search, core, rows, row4col, new: NewEdges | None = None):
     """Edges from ``rows`` (those a search reached without finding a free column: the core gives
     them fewer columns than rows) to their ``FREE_COLUMN_EDGES`` nearest free columns; where a
-    matrix forbids every such pair, to their nearest columns the search did not reach. Where there
-    are none either, the rows have fewer allowed columns than themselves (Hall's condition):
-    :class:`InfeasibleError`."""
+    matrix forbids every such pair, to their nearest columns the search did not reach (through
+    the core's edges and ``new``'s). Where there are none either, the rows have fewer allowed
+    columns than themselves (Hall's condition): :class:`InfeasibleError`."""
     for columns in (np.flatnonzero(row4col < 0), None):
         if columns is None:
             indptr, indices, _ = core.csr()
-            reached = np.concatenate([indices[indptr[r] : indptr[r + 1]] for r in rows.tolist()])
+            reached = np.concatenate([indices[indptr[r] : indptr[r + 1]] for r in rows.tolist()]
+                                     + ([new.columns_of(rows)] if new is not None else []))
             columns = np.setdiff1d(np.arange(core.n_cols), reached)
         if not columns.size:
             continue

@@ -302,32 +302,50 @@ def csr_of(keys, n_cols, indptr, indices):
             indices[e] = keys[e] - i * n_cols
 
 
-@njit(cache=True)
 def by_column(indptr, indices, costs, n_cols):
-    """The CSR graph's edges by column, rows ascending in each (a counting sort): ``indptr``,
-    row indices, costs."""
+    """The CSR graph's edges by column, rows ascending in each: ``indptr``, row indices, costs
+    (:func:`transpose`, the rows in a block a thread, at most one per ``4 * n_cols`` edges: the
+    blocks' counts then take at most twice the edges' bytes)."""
+    blocks = max(1, min(numba.get_num_threads(), indices.shape[0] // max(4 * n_cols, 1), indptr.shape[0] - 1))
+    return transpose(indptr, indices, costs, n_cols, blocks)
+
+
+@prange_kernel
+def transpose(indptr, indices, costs, n_cols, blocks):
+    """:func:`by_column`'s counting sort: the rows in ``blocks`` consecutive blocks, each block's
+    count of each column, then each block's edges written from its own offsets."""
+    n_rows, n_edges = indptr.shape[0] - 1, indices.shape[0]
+    at = np.zeros((blocks, n_cols + 1), dtype=np.int64)
+    for b in prange(blocks):
+        for e in range(indptr[n_rows * b // blocks], indptr[n_rows * (b + 1) // blocks]):
+            at[b, indices[e] + 1] += 1
     col_indptr = np.zeros(n_cols + 1, dtype=np.int64)
-    for e in range(indices.shape[0]):
-        col_indptr[indices[e] + 1] += 1
     for j in range(n_cols):
-        col_indptr[j + 1] += col_indptr[j]
-    at = col_indptr[:-1].copy()
-    rows, col_costs = np.empty_like(indices), np.empty(indices.shape[0])
-    for i in range(indptr.shape[0] - 1):
-        for e in range(indptr[i], indptr[i + 1]):
-            j = indices[e]
-            rows[at[j]], col_costs[at[j]] = i, costs[e]
-            at[j] += 1
+        start = col_indptr[j]
+        for b in range(blocks):
+            count = at[b, j + 1]
+            at[b, j] = start
+            start += count
+        col_indptr[j + 1] = start
+    rows, col_costs = np.empty_like(indices), np.empty(n_edges)
+    for b in prange(blocks):
+        for i in range(n_rows * b // blocks, n_rows * (b + 1) // blocks):
+            for e in range(indptr[i], indptr[i + 1]):
+                j = indices[e]
+                rows[at[b, j]], col_costs[at[b, j]] = i, costs[e]
+                at[b, j] += 1
     return col_indptr, rows, col_costs
 
 
 @njit(cache=True)
-def match_rows(indptr, indices, col4row, row4col, rows, scanned, counters):
+def match_rows(indptr, indices, col4row, row4col, rows, scanned, counters, more_first, more_next, more_cols):
     """A matching of each row of ``rows`` in turn over the graph's edges, costs ignored: a
     breadth-first search of alternating paths from the row to the first free column it sees.
-    Returns -1, or the position in ``rows`` of a row no path leaves from; ``scanned[:counters[2]]``
-    then lists the rows its search reached. ``counters``: [0] searches, [1] columns reached, [2]
-    rows in the failed search."""
+    Edges not in the CSR yet are lists: row ``i``'s columns ``more_cols[e]`` for ``e =
+    more_first[i]``, then ``more_next[e]``, until -1 (``more_first`` empty: none). Returns -1,
+    or the position in ``rows`` of a row no path leaves from; ``scanned[:counters[2]]`` then
+    lists the rows its search reached. ``counters``: [0] searches, [1] columns reached, [2] rows
+    in the failed search."""
     m = row4col.shape[0]
     pred = np.empty(m, dtype=np.int64)
     seen = np.zeros(m, dtype=np.bool_)
@@ -344,18 +362,13 @@ def match_rows(indptr, indices, col4row, row4col, rows, scanned, counters):
             i = queue[head]
             head += 1
             for e in range(indptr[i], indptr[i + 1]):
-                j = indices[e]
-                if seen[j]:
-                    continue
-                seen[j] = True
-                touched[n_touched] = j
-                n_touched += 1
-                pred[j] = i
-                if row4col[j] < 0:
-                    sink = j
+                n_touched, tail, sink = _reach(indices[e], i, row4col, seen, touched, n_touched, pred, queue, tail)
+                if sink >= 0:
                     break
-                queue[tail] = row4col[j]
-                tail += 1
+            more = more_first[i] if more_first.shape[0] and sink < 0 else -1
+            while more >= 0:
+                n_touched, tail, sink = _reach(more_cols[more], i, row4col, seen, touched, n_touched, pred, queue, tail)
+                more = more_next[more] if sink < 0 else -1
         counters[1] += n_touched
         for t in range(n_touched):
             seen[touched[t]] = False
@@ -365,6 +378,21 @@ def match_rows(indptr, indices, col4row, row4col, rows, scanned, counters):
             return position
         flip_path(pred, col4row, row4col, sink, start)
     return -1
+
+
+@njit(cache=True, inline="always")
+def _reach(j, i, row4col, seen, touched, n_touched, pred, queue, tail):
+    """:func:`match_rows`' step from row ``i`` to column ``j``: a column not seen yet is reached
+    (its row queued); returns the columns touched, the queue's tail and ``j`` where it is free, else -1."""
+    if seen[j]:
+        return n_touched, tail, -1
+    seen[j] = True
+    touched[n_touched] = j
+    pred[j] = i
+    if row4col[j] < 0:
+        return n_touched + 1, tail, j
+    queue[tail] = row4col[j]
+    return n_touched + 1, tail + 1, -1
 
 
 @njit(cache=True)
@@ -926,13 +954,16 @@ def bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, 
 
 
 def compile_team_kernels() -> None:
-    """Compile (or load from the cache) the team's twins of :func:`bid_in_parallel` and
-    :func:`search_on_the_team`, for both column index types of a core: small solves never run
-    them (what :func:`dlap.warmup.for_large_solves` leaves compiled)."""
+    """Compile (or load from the cache) the team's twins of :func:`bid_in_parallel`,
+    :func:`reverse_bids_in_parallel` and :func:`search_on_the_team`, for both column index types
+    of a core: small solves never run them (what :func:`dlap.warmup.for_large_solves` leaves
+    compiled)."""
     for index_dtype in (np.int32, np.int64):
         one, none, edge = np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), np.zeros(1, dtype=index_dtype)
         bid_in_parallel.parallel(np.array([0, 1]), edge, np.zeros(1), np.zeros(1), np.full(1, -1), np.full(1, -1), 1.0,
                                  1.0, one, one.copy(), 1, np.zeros(5, dtype=np.int64), 1, True, none)
+        reverse_bids_in_parallel.parallel(np.array([0, 1]), edge, np.zeros(1), np.zeros(1), np.zeros(1), np.full(1, -1),
+                                          np.full(1, -1), 1.0, 1.0, none, one.copy(), 1, np.zeros(4, dtype=np.int64), 1)
         search_on_the_team.parallel(np.array([0, 1]), edge, np.zeros(1), np.zeros(1), np.zeros(1), np.full(1, -1),
                                     np.full(1, -1), one, np.full((1, 1), np.inf), np.empty((1, 1), dtype=np.int64),
                                     np.zeros((1, 1), dtype=np.bool_), np.empty((1, 1), dtype=np.int64), np.empty((1, 1)),
@@ -950,8 +981,9 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     least the spread of the costs); on a thread team and a graph of at least ``TEAM_AUCTION_ROWS``
     rows the team bids first (:func:`bid_in_parallel`), then one thread bids for the rows left
     (:func:`auction_phase`: Gauss-Seidel, one free row at a time); on a rectangular graph (fewer
-    rows than columns) the unassigned columns then bid in reverse (:func:`reverse_auction`, the
-    graph's columns ``col_indptr``/``col_rows``/``col_costs``); then ε is divided by ``factor``
+    rows than columns, each row's columns ascending) the unassigned columns then bid in reverse
+    (:func:`reverse_auction`, on the team where the forward bids start there; the graph's columns
+    ``col_indptr``/``col_rows``/``col_costs``); then ε is divided by ``factor``
     until it reaches ``eps_end``. Leaves every row assigned within ``eps_end`` of its cheapest
     column, and unassigned columns at price 0, the highest. Returns False where the rows in sight
     have no perfect matching: a row without edges, or a free row with no augmenting path at all
@@ -961,15 +993,22 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     graph is known to match every row (fewer of its edges did); else that is known once every row
     has been matched."""
     team = numba.get_num_threads() > 1 and indptr.shape[0] - 1 >= TEAM_AUCTION_ROWS
-    locks = np.zeros(v.shape[0], dtype=np.int64) if team else None
+    locks = np.zeros(v.shape[0], dtype=np.int64) if team else None  # the columns' (the rows' in reverse: n <= m)
     matchable = matchable or bool(np.all(col4row >= 0))
     while True:
         release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps)
         bids = bid_on_the_team(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, locks,
                                bid_limit if matchable else min(check_after, bid_limit), matchable) if team else 0
-        if not auction_phase(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps,
-                             lone_gap, check_after, bid_limit, matchable, bids, reached, counters):
+        if not auction_phase(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, check_after, bid_limit,
+                             matchable, bids, reached, counters):
             return False
+        if indptr.shape[0] - 1 < v.shape[0]:
+            reversed_bids = reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row,
+                                            row4col, eps, bid_limit, locks)
+            if reversed_bids < 0:
+                counters[2] = 0
+                return False
+            counters[0] += reversed_bids
         matchable = True
         if eps <= eps_end:
             return True
@@ -994,14 +1033,13 @@ def bid_on_the_team(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, 
 
 
 @njit(cache=True)
-def auction_phase(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, lone_gap,
-                  check_after, bid_limit, matchable, bids, reached, counters):
-    """The rest of one ε-phase of :func:`scaled_auction` after ``bids`` bids, on one thread
-    (Gauss-Seidel): the free rows bid one at a time, each displaced holder bidding next once every
-    row has been matched (``matchable``: its edges and the columns it bids for are the bidder's
+def auction_phase(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, check_after, bid_limit, matchable, bids,
+                  reached, counters):
+    """The rest of one ε-phase's forward bids of :func:`scaled_auction` after ``bids`` bids, on one
+    thread (Gauss-Seidel): the free rows bid one at a time, each displaced holder bidding next once
+    every row has been matched (``matchable``: its edges and the columns it bids for are the bidder's
     neighbours, still in the caches; until then it queues behind the free rows: chasing it would
-    follow the price war of a core without a perfect matching for longer); then, on a rectangular
-    graph, the reverse bids. Returns False where the rows in sight have no perfect matching (a row
+    follow the price war of a core without a perfect matching for longer). Returns False where the rows in sight have no perfect matching (a row
     without edges, or a free row with no augmenting path at all, costs ignored: :func:`dead_end`;
     the next row to bid, asked once the phase's bids reach ``check_after`` and after each
     ``check_after`` more, until every row has been matched once: the price war of a Hall violator
@@ -1044,13 +1082,6 @@ def auction_phase(indptr, indices, costs, col_indptr, col_rows, col_costs, v, co
                 queue[tail] = holder
                 tail = tail + 1 if tail + 1 < size else 0
                 waiting += 1
-    if n < v.shape[0]:
-        reversed_bids = reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col,
-                                        eps, bid_limit)
-        if reversed_bids < 0:
-            counters[2] = 0
-            return False
-        bids += reversed_bids
     counters[0] += bids
     counters[1] += 1
     return True
@@ -1064,13 +1095,14 @@ def dead_end(indptr, indices, col4row, row4col, row, reached):
     them, are a set of rows with fewer columns than rows, which no matching of every row has."""
     counters = np.zeros(3, dtype=np.int64)
     rows = np.full(1, row, dtype=np.int64)
-    if match_rows(indptr, indices, col4row.copy(), row4col.copy(), rows, reached, counters) < 0:
+    none = np.empty(0, dtype=np.int64)
+    if match_rows(indptr, indices, col4row.copy(), row4col.copy(), rows, reached, counters, none, none, none) < 0:
         return 0
     return counters[2]
 
 
-@njit(cache=True)
-def reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, bid_limit):
+def reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, bid_limit,
+                    locks) -> int:
     """Reverse iterations for a rectangular graph, every row assigned (Bertsekas & Castañon,
     "A forward/reverse auction algorithm for asymmetric assignment problems", 1992): with the
     level ``λ``, the highest price of an assigned column, each unassigned column priced below it
@@ -1078,20 +1110,61 @@ def reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, 
     its price to the second cheapest plus ε (at most ``λ``), and the column that row leaves bids
     next; a column no row prefers by more than ε is raised to ``λ``. ε-complementary slackness
     is kept. Then the unassigned columns are set to ``λ`` and every price lowered by ``λ``:
-    unassigned columns at 0, assigned ones at most 0 (a rectangular matrix's dual). Returns the
+    unassigned columns at 0, assigned ones at most 0 (a rectangular matrix's dual). The bids run
+    on the thread team where ``locks`` (zeros, one a row at least) is given
+    (:func:`reverse_bids_in_parallel`), else on one thread (:func:`reverse_bids`). Returns the
     bids, or -1 past ``bid_limit``."""
-    n, m = col4row.shape[0], v.shape[0]
-    level = -np.inf
-    for j in range(m):
-        if row4col[j] >= 0:
-            level = max(level, v[j])
+    u = np.empty(col4row.shape[0])
+    level = reverse_level(indptr, indices, costs, v, col4row, row4col, u)
     if level == -np.inf:
         return 0
-    u = np.empty(n)
-    for i in range(n):
-        for e in range(indptr[i], indptr[i + 1]):
-            if indices[e] == col4row[i]:
-                u[i] = costs[e] - v[col4row[i]]
+    if locks is None:
+        bids = reverse_bids(col_indptr, col_rows, col_costs, u, v, col4row, row4col, eps, level, bid_limit)
+    else:
+        columns = np.flatnonzero((row4col < 0) & (v < level))
+        shared = np.zeros(4, dtype=np.int64)
+        reverse_bids_in_parallel(col_indptr, col_rows, col_costs, u, v, col4row, row4col, eps, level, columns, locks,
+                                 bid_limit, shared, numba.get_num_threads())
+        bids = -1 if shared[2] else int(shared[3])
+    if bids >= 0:
+        lower_to_level(v, row4col, level)
+    return bids
+
+
+@prange_kernel
+def reverse_level(indptr, indices, costs, v, col4row, row4col, u):
+    """The reverse bids' level ``λ`` (the highest price of an assigned column; -inf: none), and
+    each row's value of its own column, ``u = c - v`` (its edge found by bisection: a row's
+    columns ascend)."""
+    for i in prange(col4row.shape[0]):
+        j = col4row[i]
+        e = indptr[i] + np.searchsorted(indices[indptr[i] : indptr[i + 1]], j)
+        u[i] = costs[e] - v[j]
+    level = -np.inf
+    for j in prange(v.shape[0]):
+        if row4col[j] >= 0:
+            level = max(level, v[j])
+    return level
+
+
+@njit(cache=True, inline="always")
+def take_row(u, v, col4row, row4col, j, i, cost, w2, level, eps):
+    """Column ``j``'s reverse bid for row ``i`` (their cost ``cost``; the column's second cheapest
+    ``c - u``: ``w2``): its price rises to ``w2`` plus ε, at most ``λ``, ``i`` goes to ``j``;
+    returns the column ``i`` held, now free."""
+    v[j] = min(level, w2 + eps)
+    left = col4row[i]
+    row4col[left] = -1
+    col4row[i], row4col[j] = j, i
+    u[i] = cost - v[j]
+    return left
+
+
+@njit(cache=True)
+def reverse_bids(col_indptr, col_rows, col_costs, u, v, col4row, row4col, eps, level, bid_limit):
+    """:func:`reverse_auction`'s bids on one thread: the unassigned columns below ``level`` in a
+    queue, each column a bid leaves free queued behind them. Returns the bids, or -1 past ``bid_limit``."""
+    m = v.shape[0]
     size = m + 1
     queue = np.empty(size, dtype=np.int64)
     waiting = 0
@@ -1111,21 +1184,62 @@ def reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, 
         if bids >= bid_limit:
             return -1
         bids += 1
-        v[j] = min(level, w2 + eps)
-        i1, c1 = col_rows[e1], col_costs[e1]
-        left = col4row[i1]
-        row4col[left] = -1
-        col4row[i1], row4col[j] = j, i1
-        u[i1] = c1 - v[j]
+        left = take_row(u, v, col4row, row4col, j, col_rows[e1], col_costs[e1], w2, level, eps)
         if v[left] < level:
             queue[tail] = left
             tail = tail + 1 if tail + 1 < size else 0
             waiting += 1
-    for j in range(m):
-        if row4col[j] < 0:
-            v[j] = level
-        v[j] -= level
     return bids
+
+
+@prange_kernel
+def reverse_bids_in_parallel(col_indptr, col_rows, col_costs, u, v, col4row, row4col, eps, level, columns, locks,
+                             budget, shared, threads):
+    """:func:`reverse_auction`'s bids on the thread team, asynchronously, as :func:`bid_in_parallel`
+    bids forward: each of the ``threads`` takes the next of the unassigned ``columns``
+    (``shared[0]``: how many were taken) and bids, then bids for the column its bid left free, until
+    that column needs no bid. A bid locks its row (``locks``, 0 where free) and goes through only
+    where the row's value ``u`` is still the one the bid was computed from; the other values it
+    read may be older, hence higher (a reverse bid only lowers its row's value), so its second
+    cheapest is at most the true one and ε-complementary slackness is kept. Bids are claimed
+    ``SHARED_BIDS`` at a time (``shared[1]``), at most ``budget`` in all; past it ``shared[2]`` is
+    set and the threads stop. ``shared[3]``: the bids made."""
+    for _ in prange(threads):
+        made, allowed = 0, 0
+        while shared[2] == 0:
+            at = fetch_add(shared, 0, 1)
+            if at >= columns.shape[0]:
+                break
+            j = columns[at]
+            while j >= 0:
+                w1, w2, e1 = two_cheapest(col_indptr, col_rows, col_costs, u, j)
+                if level <= w1 + eps:
+                    v[j] = level
+                    break
+                if allowed == 0:
+                    allowed = min(SHARED_BIDS, budget - fetch_add(shared, 1, SHARED_BIDS))
+                    if allowed <= 0 or shared[2] != 0:
+                        shared[2], allowed = 1, 0
+                        break
+                i = col_rows[e1]
+                while compare_and_swap(locks, i, 0, 1) != 0:
+                    pass
+                if col_costs[e1] - u[i] != w1:  # taken meanwhile: bid again
+                    compare_and_swap(locks, i, 1, 0)
+                    continue
+                left = take_row(u, v, col4row, row4col, j, i, col_costs[e1], w2, level, eps)
+                compare_and_swap(locks, i, 1, 0)
+                made += 1
+                allowed -= 1
+                j = left if v[left] < level else -1
+        fetch_add(shared, 3, made)
+
+
+@prange_kernel
+def lower_to_level(v, row4col, level):
+    """The unassigned columns' prices set to ``level``, then every price lowered by it."""
+    for j in prange(v.shape[0]):
+        v[j] = 0.0 if row4col[j] < 0 else v[j] - level
 
 
 def largest_duals(indptr, indices, costs, u, v, col4row, row4col) -> None:

@@ -736,15 +736,18 @@ def test_the_core_by_column_is_its_transpose():
     core.add(rng.integers(0, 50, 400), rng.integers(0, 70, 400), rng.random(400))
     indptr, rows, costs = core.csc()
     assert indptr[0] == 0 and indptr[-1] == core.size and np.all(np.diff(indptr) >= 0)
+    row_indptr, cols, row_costs = core.csr()
+    edge_rows = np.repeat(np.arange(50), np.diff(row_indptr))  # ascending by row, then column
     for j in range(70):
         mine = slice(indptr[j], indptr[j + 1])
-        expected = np.flatnonzero(core.keys % core.n_cols == j)  # keys ascend by row, then column
-        assert np.array_equal(rows[mine], core.keys[expected] // core.n_cols) and np.array_equal(costs[mine], core.costs[expected])
+        expected = np.flatnonzero(cols == j)
+        assert np.array_equal(rows[mine], edge_rows[expected]) and np.array_equal(costs[mine], row_costs[expected])
 
 
 def test_a_cores_first_edges_are_those_add_gives():
     """SparseCore.fill (each row's columns sorted in place) builds the core SparseCore.add builds
-    from the same lists: keys ascending, a repeated column once with its first cost, -1 none."""
+    from the same lists: each row's columns ascending, a repeated column once with its first
+    cost, -1 none."""
     from dlap.points.core import SparseCore
 
     rng = np.random.default_rng(7)
@@ -754,29 +757,37 @@ def test_a_cores_first_edges_are_those_add_gives():
     filled.fill(index, costs)
     added.add(np.repeat(np.arange(60), 9), index.ravel(), costs.ravel())
     assert filled.size == added.size < index.size
-    assert np.array_equal(filled.keys, added.keys) and np.array_equal(filled.costs, added.costs)
+    for mine, theirs in zip(filled.csr(), added.csr(), strict=True):
+        assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs)
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_merged_edges_keep_the_first_cost_of_each_pair(seed, core_threads):
     """merge_edges against NumPy's unique over the edges there and the new ones, in order: every
-    pair once, ascending, with its first cost; pairs with a row or column -1 skipped; rows with
-    many new edges (merge-sorted) and few (insertion-sorted), on one thread and on a team."""
+    pair once, each row's columns ascending, with its first cost; pairs with a row or column -1
+    skipped; rows with many new edges (merge-sorted), few (insertion-sorted) and none (copied),
+    on one thread and on a team; no new edge: the same edges back."""
     from dlap.backends.cpu.points import merge_edges
 
     rng = np.random.default_rng(seed)
     n_rows, n_cols = int(rng.integers(1, 80)), int(rng.integers(1, 80))
     keys = np.unique(rng.integers(0, n_rows * n_cols, int(rng.integers(0, 400))))
-    costs = rng.random(keys.size)
+    indptr = np.searchsorted(keys, np.arange(n_rows + 1) * n_cols).astype(np.int64)
+    indices, costs = (keys % n_cols).astype(np.int32), rng.random(keys.size)
     size = int(rng.integers(0, 3000))
     rows, cols = rng.integers(-1, n_rows, size), rng.integers(-1, n_cols, size)
     rows[: size // 3] = rng.integers(0, min(n_rows, 3))  # a few rows with many new edges
     new_costs = rng.random(size)
-    merged_keys, merged_costs, added = merge_edges(keys, costs, rows, cols, new_costs, n_rows, n_cols)
+    merged_indptr, merged_indices, merged_costs, added = merge_edges(indptr, indices, costs, rows, cols, new_costs)
     kept = (rows >= 0) & (cols >= 0)
     every, first = np.unique(np.concatenate((keys, rows[kept] * n_cols + cols[kept])), return_index=True)
-    assert np.array_equal(merged_keys, every) and added == every.size - keys.size
+    assert added == every.size - keys.size and merged_indices.dtype == np.int32
+    assert np.array_equal(merged_indptr, np.searchsorted(every, np.arange(n_rows + 1) * n_cols))
+    assert np.array_equal(merged_indices, every % n_cols)
     assert np.array_equal(merged_costs, np.concatenate((costs, new_costs[kept]))[first])
+    again = merge_edges(merged_indptr, merged_indices, merged_costs, rows, cols, new_costs)
+    assert again[3] == 0 and all(np.array_equal(x, y) for x, y in zip(again[:3], (merged_indptr, merged_indices,
+                                                                                  merged_costs), strict=True))
 
 
 @pytest.mark.parametrize("metric", ["euclidean", "cityblock", "cosine"])

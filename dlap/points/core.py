@@ -96,44 +96,37 @@ def candidates_for(n_rows: int) -> int:
 
 
 class SparseCore:
-    """The core's edges, kept unique and sorted by (row, column), so they are its CSR."""
+    """The core's edges as a CSR: each row's columns ascending and unique, with their costs."""
 
     def __init__(self, n_rows: int, n_cols: int):
         self.n_rows, self.n_cols = n_rows, n_cols
-        self.keys = np.empty(0, dtype=np.int64)  # row * n_cols + col, ascending
+        self.indptr = np.zeros(n_rows + 1, dtype=np.int64)
+        self.indices = np.empty(0, dtype=self.index_dtype)
         self.costs = np.empty(0)
-        self._csr = self._csc = None
+        self._csc = None
 
     def add(self, rows, cols, costs) -> int:
         """Add the edges not in the core yet (those with a row or column -1: none); returns how
         many were new."""
         from ..backends.cpu import points as core_kernels
 
-        keys, costs, added = core_kernels.merge_edges(self.keys, self.costs, rows, cols,
-                                                      np.asarray(costs, dtype=np.float64), self.n_rows, self.n_cols)
+        *csr, added = core_kernels.merge_edges(self.indptr, self.indices, self.costs, rows, cols,
+                                               np.asarray(costs, dtype=np.float64))
         if added:
-            self.keys, self.costs = keys, costs
-            self._csr = self._csc = None
-        return added
+            self.indptr, self.indices, self.costs = csr
+            self._csc = None
+        return int(added)
 
     def fill(self, index, costs) -> None:
         """The empty core's first edges: row i's to the columns ``index[i]`` (-1: none), costs ``costs[i]``."""
         from ..backends.cpu import points as core_kernels
 
-        keys, edge_costs = np.empty(index.shape, dtype=np.int64), np.empty(index.shape)
-        core_kernels.row_edges(index, np.asarray(costs, dtype=np.float64), self.n_cols, keys, edge_costs)
-        kept = keys.ravel() >= 0
-        self.keys, self.costs = keys.ravel()[kept], edge_costs.ravel()[kept]
-        self._csr = self._csc = None
+        self.indptr, self.indices, self.costs = core_kernels.rows_to_csr(index, np.asarray(costs, dtype=np.float64),
+                                                                         self.index_dtype)
+        self._csc = None
 
     def csr(self):
-        if self._csr is None:
-            from ..backends.cpu import points as core_kernels
-
-            indptr, indices = np.empty(self.n_rows + 1, dtype=np.int64), np.empty(self.size, dtype=self.index_dtype)
-            core_kernels.csr_of(self.keys, self.n_cols, indptr, indices)
-            self._csr = indptr, indices, self.costs
-        return self._csr
+        return self.indptr, self.indices, self.costs
 
     def csc(self):
         """The edges by column (rows ascending in each): ``indptr``, row indices, costs."""
@@ -150,7 +143,7 @@ class SparseCore:
 
     @property
     def size(self) -> int:
-        return int(self.keys.shape[0])
+        return int(self.indices.shape[0])
 
 
 class CoreSolution:

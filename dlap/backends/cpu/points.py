@@ -187,10 +187,10 @@ def pair_costs(a, b, na, nb, metric, p, sign, rows, cols, out):
 
 
 @prange_kernel
-def row_edges(index, cost, n_cols, keys, costs):
-    """Row i's edges to the columns ``index[i]`` (costs ``cost[i]``) as keys ``i * n_cols + j``,
-    ascending, into ``keys[i]``, ``costs[i]``; a column -1 or repeated gets key -1 (an insertion
-    sort of each row: a core's first edges, without :func:`merge_edges`' sorts of them all)."""
+def sort_rows(index, cost, cols, costs, counts):
+    """Row i's columns ``index[i]`` (costs ``cost[i]``), each once with its first cost (-1: none),
+    ascending into ``cols[i, :counts[i]]``, ``costs[i]``: an insertion sort of each row (a core's
+    first edges, :func:`rows_to_csr`)."""
     k = index.shape[1]
     for i in prange(index.shape[0]):
         size = 0
@@ -199,28 +199,47 @@ def row_edges(index, cost, n_cols, keys, costs):
             if j < 0:
                 continue
             at = size
-            while at > 0 and keys[i, at - 1] > j:
+            while at > 0 and cols[i, at - 1] > j:
                 at -= 1
-            if at > 0 and keys[i, at - 1] == j:
+            if at > 0 and cols[i, at - 1] == j:
                 continue
             for s in range(size, at, -1):
-                keys[i, s], costs[i, s] = keys[i, s - 1], costs[i, s - 1]
-            keys[i, at], costs[i, at] = j, cost[i, t]
+                cols[i, s], costs[i, s] = cols[i, s - 1], costs[i, s - 1]
+            cols[i, at], costs[i, at] = j, cost[i, t]
             size += 1
-        for t in range(size):
-            keys[i, t] += i * n_cols
-        for t in range(size, k):
-            keys[i, t] = -1
+        counts[i] = size
+
+
+def rows_to_csr(index, cost, index_dtype):
+    """The CSR (``indptr``, column indices of ``index_dtype``, costs) of row i's edges to the
+    columns ``index[i]`` with costs ``cost[i]`` (-1: none; a repeated column once, its first cost)."""
+    n = index.shape[0]
+    cols, costs, indptr = np.empty_like(index), np.empty(index.shape), np.zeros(n + 1, dtype=np.int64)
+    sort_rows(index, cost, cols, costs, indptr[1:])
+    np.cumsum(indptr, out=indptr)
+    indices, edge_costs = np.empty(indptr[n], dtype=index_dtype), np.empty(indptr[n])
+    first_columns(cols, costs, indptr, indices, edge_costs)
+    return indptr, indices, edge_costs
 
 
 @prange_kernel
-def merge_edges(keys, costs, rows, cols, new_costs, n_rows, n_cols):
-    """The sorted, unique edge keys ``row * n_cols + col`` and their costs, with the edges
-    ``rows``, ``cols`` (costs ``new_costs``; those with a row or column -1 skipped) merged in:
-    those already there, and repeats among them, keep their first cost. The new edges are bucketed
-    by row (a counting sort on the team), each row's sorted by column, then merged with the row's
-    edges already there, twice: to count each row's edges, then to write them where the counts
-    say. Returns the keys, the costs and how many edges were new."""
+def first_columns(cols, costs, indptr, indices, edge_costs):
+    """Each row's first ``indptr[i + 1] - indptr[i]`` entries of ``cols[i]``, ``costs[i]`` into the CSR."""
+    for i in prange(indptr.shape[0] - 1):
+        for t in range(indptr[i + 1] - indptr[i]):
+            indices[indptr[i] + t], edge_costs[indptr[i] + t] = cols[i, t], costs[i, t]
+
+
+@prange_kernel
+def merge_edges(indptr, indices, costs, rows, cols, new_costs):
+    """The CSR ``indptr``, ``indices`` (each row's columns ascending, unique), ``costs`` with the
+    edges ``rows``, ``cols`` (costs ``new_costs``; those with a row or column -1 skipped) merged
+    in: those already there, and repeats among them, keep their first cost. The new edges are
+    bucketed by row (a counting sort on the team), each row's sorted by column, then merged with
+    the row's edges already there, twice: to count each row's edges, then (where any is new) to
+    write them where the counts say; a row without new edges is counted and copied whole.
+    Returns the CSR (the same arrays where no edge is new) and how many edges were new."""
+    n_rows = indptr.shape[0] - 1
     first = np.zeros(n_rows + 1, dtype=np.int64)  # each row's first new edge in ``order``
     for e in prange(rows.shape[0]):
         if rows[e] >= 0 and cols[e] >= 0:
@@ -233,21 +252,28 @@ def merge_edges(keys, costs, rows, cols, new_costs, n_rows, n_cols):
         if rows[e] >= 0 and cols[e] >= 0:
             at = fetch_add(cursor, rows[e], 1)
             order[at], order_cols[at] = e, cols[e]
-    old = np.empty(n_rows + 1, dtype=np.int64)  # each row's first edge in ``keys``
-    for r in prange(n_rows + 1):
-        old[r] = np.searchsorted(keys, r * n_cols)
     out = np.zeros(n_rows + 1, dtype=np.int64)
     for r in prange(n_rows):
+        if first[r] == first[r + 1]:
+            out[r + 1] = indptr[r + 1] - indptr[r]
+            continue
         _by_column(order, order_cols, first[r], first[r + 1], rows.shape[0])
-        out[r + 1] = _merge_row(keys, costs, old[r], old[r + 1], r * n_cols, order, order_cols, first[r],
-                                first[r + 1], new_costs, keys, costs, -1)
+        out[r + 1] = _merge_row(indices, costs, indptr[r], indptr[r + 1], order, order_cols, first[r], first[r + 1],
+                                new_costs, indices, costs, -1)
     for r in range(n_rows):
         out[r + 1] += out[r]
-    out_keys, out_costs = np.empty(out[n_rows], dtype=np.int64), np.empty(out[n_rows])
+    added = out[n_rows] - indices.shape[0]
+    if added == 0:
+        return indptr, indices, costs, 0
+    out_indices, out_costs = np.empty(out[n_rows], dtype=indices.dtype), np.empty(out[n_rows])
     for r in prange(n_rows):
-        _merge_row(keys, costs, old[r], old[r + 1], r * n_cols, order, order_cols, first[r], first[r + 1], new_costs,
-                   out_keys, out_costs, out[r])
-    return out_keys, out_costs, out[n_rows] - keys.shape[0]
+        if first[r] == first[r + 1]:
+            out_indices[out[r] : out[r + 1]] = indices[indptr[r] : indptr[r + 1]]
+            out_costs[out[r] : out[r + 1]] = costs[indptr[r] : indptr[r + 1]]
+        else:
+            _merge_row(indices, costs, indptr[r], indptr[r + 1], order, order_cols, first[r], first[r + 1], new_costs,
+                       out_indices, out_costs, out[r])
+    return out, out_indices, out_costs, added
 
 
 @njit(cache=True)
@@ -266,40 +292,28 @@ def _by_column(order, order_cols, lo, hi, positions):
 
 
 @njit(cache=True, inline="always")
-def _merge_row(keys, costs, a, a_end, base, order, order_cols, lo, hi, new_costs, out_keys, out_costs, o):
-    """One row's edges ``keys[a:a_end]`` (keys from ``base``) and its new ones ``order[lo:hi]``
-    (sorted by :func:`_by_column`), merged into ``out_keys``/``out_costs`` from ``o`` (``o = -1``:
-    only counted); returns how many there are."""
+def _merge_row(indices, costs, a, a_end, order, order_cols, lo, hi, new_costs, out_indices, out_costs, o):
+    """One row's edges ``indices[a:a_end]`` and its new ones ``order[lo:hi]`` (sorted by
+    :func:`_by_column`), merged into ``out_indices``/``out_costs`` from ``o`` (``o = -1``: only
+    counted); returns how many there are."""
     count, last = 0, -1
     for t in range(lo, hi):
-        key = base + order_cols[t]
-        while a < a_end and keys[a] < key:
+        col = order_cols[t]
+        while a < a_end and indices[a] < col:
             if o >= 0:
-                out_keys[o + count], out_costs[o + count] = keys[a], costs[a]
+                out_indices[o + count], out_costs[o + count] = indices[a], costs[a]
             count += 1
             a += 1
-        if key == last or (a < a_end and keys[a] == key):
+        if col == last or (a < a_end and indices[a] == col):
             continue
         if o >= 0:
-            out_keys[o + count], out_costs[o + count] = key, new_costs[order[t]]
+            out_indices[o + count], out_costs[o + count] = col, new_costs[order[t]]
         count += 1
-        last = key
+        last = col
     if o >= 0:
         for t in range(a_end - a):
-            out_keys[o + count + t], out_costs[o + count + t] = keys[a + t], costs[a + t]
+            out_indices[o + count + t], out_costs[o + count + t] = indices[a + t], costs[a + t]
     return count + a_end - a
-
-
-@prange_kernel
-def csr_of(keys, n_cols, indptr, indices):
-    """The CSR of the sorted edge keys ``row * n_cols + col``: each row's first edge in ``indptr``
-    (``n_rows + 1`` entries), each edge's column in ``indices``."""
-    n_rows = indptr.shape[0] - 1
-    for i in prange(n_rows + 1):
-        indptr[i] = np.searchsorted(keys, i * n_cols)
-    for i in prange(n_rows):
-        for e in range(indptr[i], indptr[i + 1]):
-            indices[e] = keys[e] - i * n_cols
 
 
 def by_column(indptr, indices, costs, n_cols):

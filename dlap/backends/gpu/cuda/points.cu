@@ -82,6 +82,14 @@ __device__ int warp_take(double* keys, long long* items, int size, int cap, doub
   return size;
 }
 
+// The list's slots [size, k) set to none (+inf, -1), by the warp.
+__device__ void fill_tail(double* keys, long long* items, int size, int k, int lane) {
+  for (int t = size + lane; t < k; t += ROW_LANES) {
+    keys[t] = DLAP_INF;
+    items[t] = -1;
+  }
+}
+
 // Row i's k cheapest columns, cheapest first (ties: the lower column). One warp per row.
 template <typename T>
 __global__ void nearest_columns(const T* a, const T* b, const double* na, const double* nb, long long n,
@@ -99,10 +107,7 @@ __global__ void nearest_columns(const T* a, const T* b, const double* na, const 
     const double c = j < m ? point_cost(a, b, na, nb, i, j, d, metric, p, sign) : DLAP_INF;
     size = warp_take(keys, items, size, k, worst, __ballot_sync(ALL_LANES, c < worst), c, base, lane);
   }
-  for (int t = size + lane; t < k; t += ROW_LANES) {
-    keys[t] = DLAP_INF;
-    items[t] = -1;
-  }
+  fill_tail(keys, items, size, k, lane);
 }
 
 // A given matrix's row rows[r]: its k cheapest entries among columns[0..count) (ascending), as
@@ -124,10 +129,7 @@ __global__ void cheapest_among(const T* c, long long m, const long long* rows, l
     const double x = t < count ? (double)row[columns[t]] : DLAP_INF;
     size = warp_take(keys, items, size, k, worst, __ballot_sync(ALL_LANES, x < worst), x, base, lane);
   }
-  for (int t = size + lane; t < k; t += ROW_LANES) {
-    keys[t] = DLAP_INF;
-    items[t] = -1;
-  }
+  fill_tail(keys, items, size, k, lane);
 }
 
 // Pricing: row i's most negative reduced costs c - u_i - v_j below -(rtol (|c| + |u_i| + |v_j|) + atol),

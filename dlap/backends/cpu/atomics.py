@@ -2,13 +2,14 @@
 
 Numba has atomic operations on the GPU only; these two intrinsics emit LLVM's ``cmpxchg`` and
 ``atomicrmw add`` (sequentially consistent: no load or store of the calling thread moves across
-them), which :func:`dlap.backends.cpu.points.bid_in_parallel` uses for its column locks and its
-shared counters.
+them), and a spin lock on an entry built from them (:func:`lock`, :func:`unlock`): the thread
+team's kernels of :mod:`dlap.backends.cpu.points` lock columns, rows and their shared state with
+them and count with them.
 """
 
 from __future__ import annotations
 
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -50,3 +51,16 @@ def fetch_add(typingctx, array, index, value):
         return builder.atomic_rmw("add", _entry(context, builder, sig.args[0], array_value, at), added, "seq_cst")
 
     return signature, codegen
+
+
+@njit(cache=True, inline="always")
+def lock(flags, at) -> None:
+    """Wait until ``flags[at]`` is 0, then set it to 1, in one atomic step."""
+    while compare_and_swap(flags, at, 0, 1) != 0:
+        pass
+
+
+@njit(cache=True, inline="always")
+def unlock(flags, at) -> None:
+    """``flags[at]`` back to 0 (the lock's holder)."""
+    compare_and_swap(flags, at, 1, 0)

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .atomics import compare_and_swap, fetch_add
+from .atomics import compare_and_swap, fetch_add, lock, unlock
 from .numba_setup import prange_kernel  # cache folder and thread wait policy, before any kernel compiles
 from .paths import flip_path
 
@@ -628,8 +628,7 @@ def search_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows, dis
                                                                  np.inf, 0, 0, dist[s], pred[s], done[s], touched[s],
                                                                  keys[s], items[s], at[s], tree_rows[s])
                 fetch_add(counters, 1, n_touched)
-                while compare_and_swap(shared, 1, 0, 1) != 0:
-                    pass
+                lock(shared, 1)
                 met = False
                 for t in range(n_touched):
                     j = touched[s, t]
@@ -651,7 +650,7 @@ def search_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows, dis
                     flip_path(pred[s], col4row, row4col, sink, start)
                     counters[0] += 1
                     fetch_add(shared, 2, 1)  # (after the writes: a search that reads the new count sees them)
-                compare_and_swap(shared, 1, 1, 0)
+                unlock(shared, 1)
                 forget_search(dist[s], done[s], touched[s], n_touched)
                 if not met:
                     break
@@ -909,6 +908,18 @@ def outbid(v, col4row, row4col, i, j1, w1, w2, lone_gap, eps):
     return holder
 
 
+@njit(cache=True, inline="always")
+def claim_bids(shared, budget):
+    """A thread's next ``SHARED_BIDS`` bids of the team's ``budget`` (``shared[1]``: those claimed),
+    fewer where the budget ends; none, and ``shared[2]`` set (every thread stops), past it or
+    once another thread stopped."""
+    allowed = min(SHARED_BIDS, budget - fetch_add(shared, 1, SHARED_BIDS))
+    if allowed <= 0 or shared[2] != 0:
+        shared[2] = 1
+        return 0
+    return allowed
+
+
 @prange_kernel
 def bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, rows, locks, budget, shared, threads,
                     chase, displaced):
@@ -938,9 +949,8 @@ def bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, 
             i = rows[at]
             while i >= 0:
                 if allowed == 0:
-                    allowed = min(SHARED_BIDS, budget - fetch_add(shared, 1, SHARED_BIDS))
-                    if allowed <= 0 or shared[2] != 0:
-                        shared[2], allowed = 1, 0
+                    allowed = claim_bids(shared, budget)
+                    if allowed == 0:
                         break
                 w1, w2, e1 = two_cheapest(indptr, indices, costs, v, i)
                 if e1 < 0:
@@ -951,13 +961,12 @@ def bid_in_parallel(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, 
                 elif eps == 0.0 and w2 == np.inf and row4col[indices[e1]] >= 0:
                     break  # a lone edge to a held column: left to the searches
                 j1 = indices[e1]
-                while compare_and_swap(locks, j1, 0, 1) != 0:
-                    pass
+                lock(locks, j1)
                 if costs[e1] - v[j1] != w1:  # outbid meanwhile: bid again
-                    compare_and_swap(locks, j1, 1, 0)
+                    unlock(locks, j1)
                     continue
                 holder = outbid(v, col4row, row4col, i, j1, w1, w2, lone_gap, eps)
-                compare_and_swap(locks, j1, 1, 0)
+                unlock(locks, j1)
                 if holder >= 0 and not chase:
                     displaced[fetch_add(shared, 4, 1)] = holder
                     holder = -1
@@ -1231,18 +1240,16 @@ def reverse_bids_in_parallel(col_indptr, col_rows, col_costs, u, v, col4row, row
                     v[j] = level
                     break
                 if allowed == 0:
-                    allowed = min(SHARED_BIDS, budget - fetch_add(shared, 1, SHARED_BIDS))
-                    if allowed <= 0 or shared[2] != 0:
-                        shared[2], allowed = 1, 0
+                    allowed = claim_bids(shared, budget)
+                    if allowed == 0:
                         break
                 i = col_rows[e1]
-                while compare_and_swap(locks, i, 0, 1) != 0:
-                    pass
+                lock(locks, i)
                 if col_costs[e1] - u[i] != w1:  # taken meanwhile: bid again
-                    compare_and_swap(locks, i, 1, 0)
+                    unlock(locks, i)
                     continue
                 left = take_row(u, v, col4row, row4col, j, i, col_costs[e1], w2, level, eps)
-                compare_and_swap(locks, i, 1, 0)
+                unlock(locks, i)
                 made += 1
                 allowed -= 1
                 j = left if v[left] < level else -1

@@ -469,15 +469,15 @@ class NewEdges:
     def add(self, rows, cols, costs) -> None:
         if not rows.size:
             return
-        start = self.cols.shape[0]
         order = np.argsort(rows, kind="stable")
-        by_row, at = rows[order], start + order
-        last = np.append(by_row[1:] != by_row[:-1], True)  # each row's last new edge links to its old list
+        by_row, at = rows[order], self.cols.shape[0] + order  # the new edges by row, and their numbers
+        last = np.append(by_row[1:] != by_row[:-1], True)  # a row's last new edge links to its old list
+        first = np.append(True, last[:-1])  # and its first new edge heads the list now
         follows = np.append(at[1:], -1)
         follows[last] = self.first[by_row[last]]
         self.next = np.concatenate((self.next, np.empty(rows.shape[0], dtype=np.int64)))
         self.next[at] = follows
-        self.first[by_row[np.append(True, last[:-1])]] = at[np.append(True, last[:-1])]
+        self.first[by_row[first]] = at[first]
         self.cols = np.concatenate((self.cols, cols.astype(np.int64)))
         self.parts.append((rows, cols, costs))
 

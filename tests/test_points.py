@@ -89,10 +89,10 @@ def test_the_optimum_with_the_auction_on_a_thread_team(n, m, d, metric, maximize
 @pytest.mark.parametrize("seed", range(40))
 def test_searches_through_the_implicit_rows_leave_feasible_duals(seed):
     """Unequal sets of points on a coarse grid (ties everywhere) with two candidates a row: the
-    exact phase's searches pass the implicit rows of the columns left over again and again, whose
-    prices follow the highest without being written; a search that ends at one of them at the
-    highest price must price it there (a stale price left an optimal assignment whose duals the
-    certificate rejected: seed 21 of an earlier form of this test)."""
+    exact phase's searches pass the implicit rows of the columns left over again and again, and
+    the duals they leave are certified (a version that let the held columns' prices follow the
+    highest without writing them, and forgot a search's sink at the highest price, failed 2 of
+    these 40: an optimal assignment whose duals the certificate rejected)."""
     rng = np.random.default_rng(seed)
     n, m = int(rng.integers(5, 40)), int(rng.integers(5, 40))
     a, b = np.round(rng.random((n, 2)) * 3) / 3, np.round(rng.random((m, 2)) * 3) / 3

@@ -420,10 +420,8 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
     implicit rows of cost 0 to every column hold that many unmatched columns at the highest
     price (:func:`implicit_rows`); an unmatched column below it, or any unmatched column while
     more than ``m - n`` are at it, is free. A search that reaches a held column goes on from the
-    implicit rows to every column ``k`` at ``top - v[k]`` more; the held columns' prices then
-    follow ``top`` without being written (:func:`_settle_held` writes them when the searches
-    stop). At the end every price is lowered by the highest, so unmatched columns are at 0, the
-    rectangular dual.
+    implicit rows to every column ``k`` at ``top - v[k]`` more. At the end every price is lowered
+    by the highest, so unmatched columns are at 0, the rectangular dual.
 
     Returns -1, or the position in ``rows`` of a row no path leaves from; ``scanned[:counters[2]]``
     then lists the rows its search reached (the engine adds edges from them and asks again); or
@@ -456,11 +454,7 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
             scanned[:n_tree] = tree_rows[:n_tree]
             counters[2] = n_tree
             forget_search(dist, done, touched, n_touched)
-            _settle_held(v, row4col, top)
             return position
-        for j in (sink, through):  # the unmatched columns the search completed, at the prices it read
-            if j >= 0:
-                v[j] = min(v[j], top)
         update_duals(u, v, col4row, start, base, dist, done, touched, n_touched, tree_rows, n_tree)
         if through >= 0:
             top -= base - dist[through]
@@ -474,15 +468,6 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
         u += top
         v[:] = np.minimum(v - top, 0.0)
     return stopped
-
-
-@njit(cache=True)
-def _settle_held(v, row4col, top):
-    """The prices of the columns the implicit rows hold set to ``top``: a search that reaches
-    them leaves them where they were and lowers ``top`` (:func:`shortest_path`)."""
-    for j in range(v.shape[0]):
-        if row4col[j] < 0 and v[j] > top:
-            v[j] = top
 
 
 @njit(cache=True)
@@ -509,12 +494,7 @@ def shortest_path(indptr, indices, costs, u, v, row4col, start, top, at_top, spa
                 j = indices[e]
                 if done[j]:
                     continue
-                vj = v[j]
-                if row4col[j] < 0 and vj >= top:  # at top (above it: held, left behind by a search)
-                    if through >= 0:
-                        continue  # held, and reached through the implicit rows already
-                    vj = top
-                r = base + max(costs[e] - u[i] - vj, 0.0)  # below 0 only by rounding
+                r = base + max(costs[e] - u[i] - v[j], 0.0)  # below 0 only by rounding
                 if r < dist[j] and r < nearest_free:
                     if dist[j] == np.inf:
                         touched[n_touched] = j
@@ -527,8 +507,8 @@ def shortest_path(indptr, indices, costs, u, v, row4col, start, top, at_top, spa
         while size > 0:
             j = _pop_nearest(keys, items, at, size)
             size -= 1
-            if not done[j] and not (through >= 0 and row4col[j] < 0 and v[j] >= top):
-                break  # (a column the implicit rows hold is reached with them, and left in the heap)
+            if not done[j]:  # (a column the implicit rows hold is done without leaving the heap)
+                break
             j = -1
         if j < 0:
             break
@@ -540,23 +520,20 @@ def shortest_path(indptr, indices, costs, u, v, row4col, start, top, at_top, spa
         if v[j] < top or at_top > spare:
             sink = j
             break
-        # j is held by an implicit row: every held column is reached at once (none is visited: each
-        # is passed over from now on, and its price follows top), the others at top - v, the free
-        # ones first, so that no column beyond the nearest of them enters the heap
+        # j is held by an implicit row: the held columns are reached at once, the others at top - v
         through, i = j, -1
-        for free in (True, False):
-            for k in range(m):
-                if done[k] or (row4col[k] < 0) != free or (free and v[k] >= top):
-                    continue
-                r = base + max(top - v[k], 0.0)
-                if r < dist[k] and r < nearest_free:
-                    if dist[k] == np.inf:
-                        touched[n_touched] = k
-                        n_touched += 1
-                    dist[k], pred[k] = r, IMPLICIT_ROW
+        for k in range(m):
+            if done[k]:
+                continue
+            held = row4col[k] < 0 and v[k] >= top
+            r = base if held else base + max(top - v[k], 0.0)
+            if r < dist[k] or held:
+                if dist[k] == np.inf:
+                    touched[n_touched] = k
+                    n_touched += 1
+                dist[k], pred[k], done[k] = r, IMPLICIT_ROW, held
+                if not held:
                     size = _lower_key(keys, items, at, size, r, k)
-                    if free:
-                        nearest_free = r
     for t in range(size):
         at[items[t]] = -1
     return sink, through, base, n_touched, n_tree

@@ -129,9 +129,9 @@ def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None) -
 def for_large_solves(device: str = "cpu") -> None:
     """What solves of small problems leave for large ones to compile: the thread team's twins of
     the CPU kernels compiled so far (small solves run on one thread; the GPU's solves of points
-    search on the host too), the sparse core's auction and searches on the team, and on the CPU ε-scaling's
-    half-width copies of float64 and int64 matrices (made from 2**21 entries). The benchmarks call
-    it after their small warm-ups."""
+    search on the host too), the sparse core's auction and searches on the team, and on the CPU
+    ε-scaling's half-width copies of float64 and int64 matrices (made from 2**21 entries). The
+    benchmarks call it after their small warm-ups."""
     from .api import solve
     from .backends.base import NARROWER
     from .backends.cpu.backend import NARROW_MIN_ENTRIES

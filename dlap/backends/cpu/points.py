@@ -605,8 +605,7 @@ def search_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows, dis
     augmentations, ``shared[2]``, when one last passed ``j``): then the search is made again.
     Where no augmentation passed them, the completed columns' duals and the rows matched to them
     are those the search read; other columns' duals can only have fallen (their reduced costs
-    risen), so it is the search one
-    thread would make now: the same optimum. Stops taking rows at a search that reaches no free
+    risen), so it is the search one thread would make now: the same optimum. Stops taking rows at a search that reaches no free
     column and met no augmentation (``shared[3] = 1``, its position in ``shared[4]``, its tree's
     rows in ``scanned[:counters[2]]``) or once the columns reached pass ``budget``
     (``shared[3] = 2``). ``counters`` as :func:`augment_rows`' (columns reached count every
@@ -748,9 +747,9 @@ def _flip_through(pred, col4row, row4col, sink, start, through, v, top):
 
 
 def reduce_free_rows(indptr, indices, costs, u, v, col4row, row4col, rows, steps) -> None:
-    """:func:`augmenting_row_reduction` (its arguments), then every row's dual its cheapest ``c - v``
-    (:func:`row_duals`: feasible on every edge, tight on the matched pairs); on a thread team and a square graph of at
-    least ``TEAM_SEARCH_ROWS`` rows, its bids start on the team: the auction's asynchronous bids
+    """:func:`augmenting_row_reduction` (its arguments), then every row's dual its cheapest
+    ``c - v`` (:func:`row_duals`: feasible on every edge, tight on the matched pairs); on a thread
+    team and a square graph of at least ``TEAM_SEARCH_ROWS`` rows, its bids start on the team: the auction's asynchronous bids
     (:func:`bid_on_the_team`) at ε = 0, each free row lowering its cheapest column's dual to its
     second cheapest, which leaves it tight, in sweeps (chasing displaced rows made price wars of
     two rows: most rows were still free after the budget's bids), then one thread's for the rows
@@ -1060,13 +1059,14 @@ def auction_phase(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, ch
                   reached, counters):
     """The rest of one ε-phase's forward bids of :func:`scaled_auction` after ``bids`` bids, on one
     thread (Gauss-Seidel): the free rows bid one at a time, each displaced holder bidding next once
-    every row has been matched (``matchable``: its edges and the columns it bids for are the bidder's
-    neighbours, still in the caches; until then it queues behind the free rows: chasing it would
-    follow the price war of a core without a perfect matching for longer). Returns False where the rows in sight have no perfect matching (a row
-    without edges, or a free row with no augmenting path at all, costs ignored: :func:`dead_end`;
-    the next row to bid, asked once the phase's bids reach ``check_after`` and after each
-    ``check_after`` more, until every row has been matched once: the price war of a Hall violator
-    goes on among its own free rows), or past ``bid_limit`` bids (see :func:`scaled_auction`)."""
+    every row has been matched (``matchable``: its edges and the columns it bids for are the
+    bidder's neighbours, still in the caches; until then it queues behind the free rows: chasing
+    it would follow the price war of a core without a perfect matching for longer). Returns False
+    where the rows in sight have no perfect matching (a row without edges, or a free row with no
+    augmenting path at all, costs ignored: :func:`dead_end`; the next row to bid, asked once the
+    phase's bids reach ``check_after`` and after each ``check_after`` more, until every row has
+    been matched once: the price war of a Hall violator goes on among its own free rows), or past
+    ``bid_limit`` bids (see :func:`scaled_auction`)."""
     n = indptr.shape[0] - 1
     size = n + 1
     queue = np.empty(size, dtype=np.int64)

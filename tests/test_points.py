@@ -19,6 +19,7 @@ from dlap import generate
 from dlap.points import coarse
 from dlap.points.core import PRICING_RTOL
 from dlap.points.metrics import METRICS
+from dlap.points.search import listed
 
 from .helpers import assert_valid
 
@@ -266,6 +267,52 @@ def test_pricing_finds_a_pair_no_candidate_list_holds():
     result = _check(a, b, candidates=2)
     assert result.col_ind[0] == 0
     assert result.stats.phase_counts["pricing_rounds"] >= 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 40), m=st.integers(1, 40), d=st.integers(1, 12), metric=st.sampled_from(METRICS),
+       seed=st.integers(0, 2**31 - 1), matrix=st.booleans())
+def test_a_pricing_pass_prices_every_row_whose_pairs_can_have_become_violated(n, m, d, metric, seed, matrix):
+    """After a pass, duals that moved as the engine's do (some rows' up or down, some columns'
+    down from at most 0): the rows :class:`PricedDuals` names hold every violator a pass over every
+    row finds, with the same lists; a column's dual rising, or a smaller tolerance, asks for every row."""
+    from dlap.points.core import PricedDuals
+    from dlap.points.costs import PointCosts
+    from dlap.points.matrix import MatrixSearch
+    from dlap.points.search import PairSearch
+
+    rng = np.random.default_rng(seed)
+    a, b = rng.random((n, d)), rng.random((m, d))
+    costs = PointCosts(a, b, metric, 3.0 if metric == "minkowski" else None, "cpu")
+    if matrix:
+        search = MatrixSearch(cdist(a, b, metric, **({"p": 3.0} if metric == "minkowski" else {})))
+    else:
+        search = PairSearch(costs.kernels, costs.a, costs.b, costs.a_norms, costs.b_norms, metric, 3.0, 1.0)
+    k = 3
+    u, v = rng.random(n), -rng.random(m) * 0.5
+    outputs = [np.empty((n, k), dtype=np.int64), np.empty((n, k)), np.empty(n, dtype=np.int64)]
+    priced = PricedDuals()
+    assert priced.rows(u, v, PRICING_RTOL, 0.0) is None
+    search.price(u, v, PRICING_RTOL, 0.0, *outputs)
+    priced.record(u, v, PRICING_RTOL, 0.0, outputs[2])
+    u2, v2 = u.copy(), v.copy()
+    moved = rng.random(n) < 0.3
+    u2[moved] += rng.normal(0.0, 0.3, moved.sum())
+    lowered = rng.random(m) < 0.3
+    v2[lowered] -= rng.random(lowered.sum()) * 0.3
+    rows = priced.rows(u2, v2, PRICING_RTOL, 0.0)
+    full = [np.empty((n, k), dtype=np.int64), np.empty((n, k)), np.empty(n, dtype=np.int64)]
+    search.price(u2, v2, PRICING_RTOL, 0.0, *full)
+    assert set(np.flatnonzero(full[2] > 0)) <= set(rows.tolist())
+    part = [np.full((n, k), -7, dtype=np.int64), np.full((n, k), 7.0), np.full(n, -7, dtype=np.int64)]
+    search.price(u2, v2, PRICING_RTOL, 0.0, *part, rows)
+    assert np.array_equal(part[2], full[2])
+    kept = listed(full[2], k)
+    assert np.array_equal(part[0][kept], full[0][kept]) and np.array_equal(part[1][kept], full[1][kept])
+    risen, j = v2.copy(), rng.integers(m)
+    risen[j] = v[j] + 0.1
+    assert priced.rows(u2, risen, PRICING_RTOL, 0.0) is None
+    assert priced.rows(u2, v2, PRICING_RTOL, -1.0) is None
 
 
 def test_the_certificate_checks_every_pair():

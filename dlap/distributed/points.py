@@ -198,15 +198,23 @@ class ClusterSearch:
         found = self._gather(futures)
         return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
 
-    def price(self, u, v, rtol: float, atol: float, index, reduced, count) -> None:
-        """Every pair's reduced cost, by blocks of rows (:meth:`dlap.points.search.PairSearch.price`)."""
+    def price(self, u, v, rtol: float, atol: float, index, reduced, count, rows=None) -> None:
+        """Every pair's reduced cost, by blocks of rows (:meth:`dlap.points.search.PairSearch.price`;
+        ``rows``: only those, each block asked for its own, a block without any not at all)."""
         self.rounds += 1
-        blocks = self._blocks(self.shape[0])
-        duals = self.client.scatter(v, workers=[w for _, _, w in blocks], broadcast=True, hash=False)
+        asked = [(lo, hi, w, None) for lo, hi, w in self._blocks(self.shape[0])]
+        if rows is not None:
+            count[:] = 0
+            ends = np.searchsorted(rows, [hi for _, hi, _, _ in asked]).tolist()
+            asked = [(lo, hi, w, rows[first:end] - lo)
+                     for (lo, hi, w, _), first, end in zip(asked, [0, *ends[:-1]], ends, strict=True) if end > first]
+        if not asked:
+            return
+        duals = self.client.scatter(v, workers=[w for _, _, w, _ in asked], broadcast=True, hash=False)
         futures = [self._submit(_price_block, f"dlap-points-price-{self.rounds}", 0, lo, hi, w, u[lo:hi], duals,
-                                rtol, atol, index.shape[1])
-                   for lo, hi, w in blocks]
-        for (lo, hi, _), (found, below, c) in zip(blocks, self._gather(futures), strict=True):
+                                rtol, atol, index.shape[1], part)
+                   for lo, hi, w, part in asked]
+        for (lo, hi, _, _), (found, below, c) in zip(asked, self._gather(futures), strict=True):
             kept = listed(c, index.shape[1])
             index[lo:hi][kept], reduced[lo:hi][kept], count[lo:hi] = found, below, c
 
@@ -252,13 +260,14 @@ def _nearest_block(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, d
     return _block_search(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, device).nearest_columns(k)
 
 
-def _price_block(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, device, u, v, rtol, atol, k):
-    """On a worker: its rows' violators (:meth:`dlap.points.search.PairSearch.price`), only those
-    kept (each row's first ``min(count, k)``, row after row: most rows have none) and the counts."""
+def _price_block(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, device, u, v, rtol, atol, k, part):
+    """On a worker: its rows' violators (:meth:`dlap.points.search.PairSearch.price`; ``part``:
+    only those of its rows, numbered from ``lo``), only those kept (each row's first ``min(count,
+    k)``, row after row: most rows have none) and the counts."""
     search = _block_search(solve_id, side, lo, hi, rows, cols, metric, exponent, sign, device)
     index, reduced = np.empty((hi - lo, k), dtype=np.int64), np.empty((hi - lo, k))
     count = np.empty(hi - lo, dtype=np.int64)
-    search.price(u, v, rtol, atol, index, reduced, count)
+    search.price(u, v, rtol, atol, index, reduced, count, part)
     kept = listed(count, k)
     return index[kept], reduced[kept], count
 

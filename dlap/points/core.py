@@ -13,9 +13,10 @@ Lee & Orlin's sparse core with pricing, as in column generation:
    where the auction or a search finds rows the core gives fewer columns than themselves, they
    get edges to their nearest free columns, and the solve goes on;
 3. **pricing**: every one of the n x m pairs' reduced cost ``c_ij - u_i - v_j`` against the core's
-   duals; pairs below zero join the core, which is solved again warm: by the auction where many
-   rows have new edges, else by letting the rows whose pairs the new edges undercut go and
-   searching for them again;
+   duals (each row's most violated ones; after the first pass only the rows whose duals moved so
+   that a pair of theirs can have become violated: :class:`PricedDuals`); pairs below zero join
+   the core, which is solved again warm: by the auction where many rows have new edges, else by
+   letting the rows whose pairs the new edges undercut go and searching for them again;
 4. stop when pricing finds none: the duals are then feasible for every pair and the assignment is
    optimal for the whole matrix. :func:`dlap.certificate.certify` proves it again, block by block
    (where the objective is near 0 beside larger duals, the duals nearest 0 are priced once more
@@ -262,12 +263,13 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
         _assign_all(search, core, solution, square, counts)
     auction_bids = counts.get("auction_bids", 0)
     polished = False
+    priced = PricedDuals()
     for round_ in range(1, MAX_ROUNDS + 1):
         # each round half as long as the one before, in the rest of the bar
         report.stage(f"pricing round {round_}", 1 - (1 - core_end) / 2 ** (round_ - 1),
                      1 - (1 - core_end) / 2**round_, 0)
         with _timed("pricing"):
-            found, rows, cols, costs = _price(search, core, solution, violators)
+            found, rows, cols, costs = _price(search, core, solution, violators, priced, counts)
             counts["violators"] = counts.get("violators", 0) + found
         counts["pricing_rounds"] = round_
         if not found:
@@ -289,12 +291,49 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
     return solution
 
 
-def _price(search, core, solution, violators):
+class PricedDuals:
+    """The duals and tolerance of the last pricing pass, and the rows it found violators of: which
+    rows a pass must price again. A pair's reduced cost ``c - u_i - v_j`` and its tolerance are
+    computed by operations each monotone in the duals, so where ``u_i`` is the same, every ``v_j``
+    at most what it was and no nearer 0, and the tolerance no smaller, a pair the last pass did
+    not find violated is not violated now: only rows whose dual changed, or that had violators
+    (now core edges, solved since), are priced again; the others' pairs stay proven by the pass
+    that priced them last, and the first pass prices every row."""
+
+    def __init__(self):
+        self.u = self.v = self.violated = None
+        self.tolerance = (0.0, 0.0)
+
+    def rows(self, u, v, rtol: float, atol: float):
+        """The rows a pass with duals ``u``, ``v`` and tolerance ``rtol``, ``atol`` must price
+        (ascending), or None: every row."""
+        if self.u is None or self.u.shape != u.shape or self.v.shape != v.shape:
+            return None
+        last_rtol, last_atol = self.tolerance
+        if rtol != last_rtol or atol < last_atol or not np.all((v <= self.v) & (np.abs(v) >= np.abs(self.v))):
+            return None
+        return np.flatnonzero((u != self.u) | self.violated)
+
+    def record(self, u, v, rtol: float, atol: float, count) -> None:
+        """The pass just made: its duals, tolerance and the rows with violators."""
+        self.u, self.v, self.violated = u.copy(), v.copy(), count > 0
+        self.tolerance = (rtol, atol)
+
+
+def _price(search, core, solution, violators, priced: PricedDuals | None = None, counts=None):
     """A pricing pass against the solution's duals: each row's most violated pairs (at most as
-    many as ``violators``' buffers hold) join the core. Returns how many pairs were violated, and
-    the pairs that joined (rows, columns, costs)."""
+    many as ``violators``' buffers hold) join the core; only the rows ``priced`` says may have new
+    violators (:class:`PricedDuals`; every row where None), their number added to
+    ``counts["rows_priced"]``. Returns how many pairs were violated, and the pairs that joined
+    (rows, columns, costs)."""
     index, reduced, count = violators
-    search.price(solution.u, solution.v, *_pricing_tolerance(solution), index, reduced, count)
+    rtol, atol = _pricing_tolerance(solution)
+    rows = priced.rows(solution.u, solution.v, rtol, atol) if priced is not None else None
+    search.price(solution.u, solution.v, rtol, atol, index, reduced, count, rows)
+    if priced is not None:
+        priced.record(solution.u, solution.v, rtol, atol, count)
+    if counts is not None:
+        counts["rows_priced"] = counts.get("rows_priced", 0) + (count.shape[0] if rows is None else rows.shape[0])
     k = index.shape[1]
     rows = np.repeat(np.arange(index.shape[0], dtype=np.int64), np.minimum(count, k))
     cols = index[listed(count, k)]

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..certificate import BLOCK_ELEMENTS
 from ..device import array_module, to_host
+from .search import price_in_part
 
 
 class MatrixSearch:
@@ -84,17 +85,36 @@ class MatrixSearch:
             best_index, best_cost = index, cost
         return np.ascontiguousarray(to_host(best_index.T)), np.ascontiguousarray(to_host(best_cost.T))
 
-    def price(self, u, v, rtol: float, atol: float, index, reduced, count) -> None:
+    def price(self, u, v, rtol: float, atol: float, index, reduced, count, rows=None) -> None:
         """Every entry's reduced cost ``c_ij - u_i - v_j``; each row's most negative ones below
         ``-(rtol * (|c_ij| + |u_i| + |v_j|) + atol)`` into ``index``, ``reduced`` (cheapest first),
-        their number into ``count`` (as :func:`dlap.backends.cpu.points.price`)."""
+        their number into ``count`` (as :func:`dlap.backends.cpu.points.price`); ``rows``: only
+        those (:meth:`dlap.points.search.PairSearch.price`)."""
+        if rows is not None:
+            price_in_part(lambda part, u_part, *out: self._price(self._rows(part), u_part, v, rtol, atol, *out),
+                          rows, u, index, reduced, count)
+            return
+        self._price(self._blocks() if not self._host else self.matrix, u, v, rtol, atol, index, reduced, count)
+
+    def _rows(self, rows):
+        """The matrix's ``rows`` as :meth:`_price` reads them: blocks on the GPU, rows on the host."""
         if self._host:
-            self._host.price_entries(self.matrix, u, v, rtol, atol, index, reduced, count)
+            from ..backends.cpu.numba_setup import read_only
+
+            return read_only(self.matrix[rows])
+        n, m = self.shape
+        step = max(1, BLOCK_ELEMENTS // max(m, 1))
+        return ((start, self.matrix[self.xp.asarray(rows[start : start + step])].astype(np.float64))
+                for start in range(0, rows.shape[0], step))
+
+    def _price(self, blocks, u, v, rtol, atol, index, reduced, count) -> None:
+        if self._host:
+            self._host.price_entries(blocks, u, v, rtol, atol, index, reduced, count)
             return
         xp = self.xp
         k = index.shape[1]
         u, v = xp.asarray(u), xp.asarray(v)
-        for start, block in self._blocks():
+        for start, block in blocks:
             stop = start + block.shape[0]
             rows_u = u[start:stop, None]
             slack = block - rows_u - v[None, :]

@@ -29,6 +29,25 @@ def listed(count, k: int):
     return np.arange(k)[None, :] < count[:, None]
 
 
+def take_rows(x, rows):
+    """The rows ``rows`` of ``x`` (points, or norms: empty where the metric needs none), on
+    ``x``'s device."""
+    if not x.size:
+        return x
+    return x[array_module(x).asarray(rows)] if is_device_array(x) else x[rows]
+
+
+def price_in_part(price, rows, u, index, reduced, count) -> None:
+    """A pricing of the ``rows`` only: ``price(rows, u[rows], index, reduced, count)`` into lists
+    of those rows, copied into the whole outputs, every other row's count 0."""
+    part_index, part_reduced = np.empty((rows.shape[0], index.shape[1]), dtype=index.dtype), np.empty(
+        (rows.shape[0], index.shape[1]))
+    part_count = np.empty(rows.shape[0], dtype=count.dtype)
+    price(rows, to_host(u)[rows], part_index, part_reduced, part_count)
+    count[:] = 0
+    count[rows], index[rows], reduced[rows] = part_count, part_index, part_reduced
+
+
 class PairSearch:
     """The engine's queries over the rows ``a`` and columns ``b`` (costs ``sign * metric``)."""
 
@@ -91,10 +110,22 @@ class PairSearch:
             self.kernels.nearest_columns(*args)
         return index, cost
 
-    def price(self, u, v, rtol: float, atol: float, index, reduced, count) -> None:
+    def price(self, u, v, rtol: float, atol: float, index, reduced, count, rows=None) -> None:
         """Every pair's reduced cost ``c_ij - u_i - v_j``; each row's most negative ones below
         ``-(rtol * (|c_ij| + |u_i| + |v_j|) + atol)`` into ``index``, ``reduced``, their number into ``count``
-        (:func:`dlap.backends.cpu.points.price`)."""
+        (:func:`dlap.backends.cpu.points.price`). ``rows`` (ascending): only those need pricing
+        (:class:`dlap.points.core.PricedDuals`); the others' counts are 0 (or their own, where
+        the screen prices every row anyway)."""
+        if rows is None or self.screened:
+            self._price(self.a, self.a_norms, self._on_device, u, v, rtol, atol, index, reduced, count)
+            return
+        a, a_b, a_norms, b_norms = self._on_device
+        on_device = (take_rows(a, rows), a_b, take_rows(a_norms, rows), b_norms)
+        price_in_part(lambda part, u_part, *out: self._price(take_rows(self.a, part), take_rows(self.a_norms, part),
+                                                             on_device, u_part, v, rtol, atol, *out),
+                      rows, u, index, reduced, count)
+
+    def _price(self, a, a_norms, on_device, u, v, rtol, atol, index, reduced, count) -> None:
         if self.trees and not self.gpu_prices:
             from ..backends.cpu import kdtree
 
@@ -102,13 +133,12 @@ class PairSearch:
             tree = self._tree(self.b, self.b_norms)
             ceilings = np.empty(tree[1].shape[0])
             kdtree.column_ceilings(tree, v, ceilings)
-            kdtree.price(tree, ceilings, self.a, self.b, self.a_norms, self.b_norms, self.metric, self.p, self.sign,
+            kdtree.price(tree, ceilings, a, self.b, a_norms, self.b_norms, self.metric, self.p, self.sign,
                          u, v, rtol, atol, index, reduced, count)
         elif self.screened:
             self._screen(self.a, self.b, self.a_norms, self.b_norms).price(u, v, rtol, atol, index, reduced, count)
         else:
-            self.kernels.price(*self._on_device, self.metric, self.p, self.sign, u, v, rtol, atol, index, reduced,
-                               count)
+            self.kernels.price(*on_device, self.metric, self.p, self.sign, u, v, rtol, atol, index, reduced, count)
 
     def pair_costs(self, rows, cols):
         """The pairs' costs (host float64), as the metric defines them."""

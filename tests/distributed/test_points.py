@@ -55,7 +55,8 @@ def test_agrees_with_scipy(client, shape, metric, kw):
 
 def test_the_workers_pricing_is_one_search_s(client):
     """The workers send only the violators they keep: the counts, lists and reduced costs of one
-    process's search over every pair, rows with none and with more than the lists hold included."""
+    process's search over every pair, rows with none and with more than the lists hold included,
+    of every row or of some."""
     from dlap.points.solve import PointsProblem
 
     n, m, k = 700, 900, 4
@@ -65,15 +66,17 @@ def test_the_workers_pricing_is_one_search_s(client):
     search = cluster_points.ClusterSearch(client, problem, False, workers, "cpu")
     rng = np.random.default_rng(0)
     u, v = rng.uniform(0.0, 0.08, n), -rng.uniform(0.0, 0.05, m)
-    there = np.full((n, k), -1), np.zeros((n, k)), np.zeros(n, dtype=np.int64)
-    here = np.full((n, k), -1), np.zeros((n, k)), np.zeros(n, dtype=np.int64)
-    search.price(u, v, 1e-12, 0.0, *there)
-    search.here.price(u, v, 1e-12, 0.0, *here)
+    # every row, then some (a block of the workers' without any among them)
+    for rows in (None, np.flatnonzero(rng.random(n // 2) < 0.3)):
+        there = np.full((n, k), -1), np.zeros((n, k)), np.full(n, -1, dtype=np.int64)
+        here = np.full((n, k), -1), np.zeros((n, k)), np.full(n, -1, dtype=np.int64)
+        search.price(u, v, 1e-12, 0.0, *there, rows)
+        search.here.price(u, v, 1e-12, 0.0, *here, rows)
+        assert (here[2] == 0).any() and (here[2] > k).any()
+        kept = np.arange(k)[None, :] < here[2][:, None]
+        assert np.array_equal(there[2], here[2])
+        assert np.array_equal(there[0][kept], here[0][kept]) and np.array_equal(there[1][kept], here[1][kept])
     search.close()
-    assert (here[2] == 0).any() and (here[2] > k).any()
-    kept = np.arange(k)[None, :] < here[2][:, None]
-    assert np.array_equal(there[2], here[2])
-    assert np.array_equal(there[0][kept], here[0][kept]) and np.array_equal(there[1][kept], here[1][kept])
 
 
 @pytest.mark.parametrize("family", ["uniform", "clustered", "shifted"])

@@ -30,8 +30,9 @@ CELL_POINTS = 8
 #: halve the time of shifted clouds and cost uniform sets 6 ms: docs/benchmarks.md, "Coarse
 #: transport candidates")
 MIN_ROWS = 2000
-#: the coarse problem's violators a cell at most (over its pricing rounds) for its transport to
-#: count as local (uniform sets: none; clustered, shifted clouds and images: hundreds)
+#: the coarse problem's violators a cell at most (over its pricing rounds; a row with more than the
+#: pricing keeps counts at least that many) for its transport to count as local (uniform sets:
+#: none; clustered, shifted clouds and images: tens to hundreds)
 LOCAL_VIOLATORS = 1.0
 #: the metrics whose sets get coarse candidates however local their transport: Euclidean
 #: distances between uniform sets have long optimal edges too, where many pairs along an edge are

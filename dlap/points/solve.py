@@ -60,7 +60,8 @@ def solve_points(a, b, metric: Metric = "euclidean", *, p: float | None = None, 
     -------
     Assignment
         ``row_ind``, ``col_ind`` (rows sorted), ``objective`` (the metric's values summed exactly),
-        the duals, ``stats`` (``phase_counts``: ``pricing_rounds``, ``violators``, ``core_edges``,
+        the duals, ``stats`` (``phase_counts``: ``pricing_rounds``, ``violators`` (a row with more
+        than the pricing keeps counts at least that many), ``rows_priced``, ``core_edges``,
         ``searches``...) and ``verify()``, which checks the duals against every one of the
         ``n * m`` pairs, block by block.
 

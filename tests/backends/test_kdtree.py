@@ -1,5 +1,5 @@
 """The k-d tree's queries (dlap/backends/cpu/kdtree.py) against the kernels that scan every pair:
-the same nearest columns and the same violators, for every metric, both signs, float32 and float64
+the same nearest columns and the same most violated pairs, for every metric, both signs, float32 and float64
 coordinates, duplicate points and ties."""
 
 import numpy as np
@@ -46,5 +46,10 @@ def test_the_tree_answers_as_the_scan_of_every_pair(n, m, d, metric, sign, dtype
         query(*geometry, u, v, 1e-12, 0.0, index, reduced, count)
         kept = np.minimum(count, cap)[:, None] > np.arange(cap)
         priced.append((count, np.where(kept, index, -1), np.where(kept, reduced, 0.0)))
-    for scanned, through_tree in zip(*priced, strict=True):
+    (scan_count, *scan_lists), (tree_count, *tree_lists) = priced
+    for scanned, through_tree in zip(scan_lists, tree_lists, strict=True):
         np.testing.assert_array_equal(scanned, through_tree)
+    # the same counts where a row's list holds them all; where it does not, at least as many
+    full = scan_count >= cap
+    np.testing.assert_array_equal(scan_count[~full], tree_count[~full])
+    assert np.all((tree_count[full] >= cap) & (tree_count[full] <= scan_count[full]))

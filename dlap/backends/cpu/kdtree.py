@@ -246,24 +246,32 @@ def column_ceilings(tree, v, out):
 @prange_kernel
 def price(tree, ceilings, a, b, na, nb, metric, p, sign, u, v, rtol, atol, index, reduced, count):
     """:func:`dlap.backends.cpu.points.price` through ``tree`` (over ``b``, with ``ceilings`` from
-    :func:`column_ceilings` of ``v``): a box is skipped when its lowest cost less ``u_i`` and its
-    largest ``v_j`` is at least 0, where no pair of it can violate; the same violators, counts
-    and most negative ones (ties: the lower column)."""
+    :func:`column_ceilings` of ``v``): a box's lowest cost less ``u_i`` and its largest ``v_j`` bounds
+    its pairs' reduced costs from below; a box is skipped where that bound is at least 0 (no pair
+    of it can violate) or, once the row's list is full, above its last violator (none of it can
+    enter the list), the nearer child first. The same lists (ties: the lower column) and, for
+    rows of fewer violators than the list holds, the same counts; a row of more counts at least
+    as many as its list holds."""
     perm, start, stop, left, right, low, high = tree
     n, cap = a.shape[0], index.shape[1]
     for chunk in prange((n + QUERY_CHUNK - 1) // QUERY_CHUNK):
-        stack = np.empty(2 * 64 + 2, dtype=np.int64)
+        stack, bounds = np.empty(2 * 64 + 2, dtype=np.int64), np.empty(2 * 64 + 2)
         for i in range(chunk * QUERY_CHUNK, min(n, (chunk + 1) * QUERY_CHUNK)):
             x = _query_point(a, i, na, metric)
             found = 0
-            stack[0], depth = 0, 1
+            stack[0], bounds[0], depth = 0, box_cost_bound(x, low, high, 0, metric, p, sign) - u[i] - ceilings[0], 1
             while depth:
                 depth -= 1
-                node = stack[depth]
-                if box_cost_bound(x, low, high, node, metric, p, sign) - u[i] - ceilings[node] >= 0:
+                node, bound = stack[depth], bounds[depth]
+                if bound >= 0 or (0 < cap <= found and bound > reduced[i, cap - 1]):
                     continue
                 if left[node] >= 0:
-                    stack[depth], stack[depth + 1] = left[node], right[node]
+                    near, far = left[node], right[node]
+                    near_bound = box_cost_bound(x, low, high, near, metric, p, sign) - u[i] - ceilings[near]
+                    far_bound = box_cost_bound(x, low, high, far, metric, p, sign) - u[i] - ceilings[far]
+                    if far_bound < near_bound:
+                        near, far, near_bound, far_bound = far, near, far_bound, near_bound
+                    stack[depth], bounds[depth], stack[depth + 1], bounds[depth + 1] = far, far_bound, near, near_bound
                     depth += 2
                     continue
                 for t in range(start[node], stop[node]):

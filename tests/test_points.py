@@ -651,20 +651,22 @@ def test_the_rectangular_auction_leaves_unassigned_columns_at_the_top(n, m, k, t
 @pytest.mark.parametrize("team", [False, True])
 def test_the_reverse_bids_stop_at_their_budget(team):
     """Two rows hold columns 0 and 1; columns 2 and 3, below the level, each want row 0 most: with
-    no bids allowed the reverse iterations give up (-1), with one each, on one thread or on a
-    team, every row keeps a column, unassigned columns at price 0 and the others below it."""
+    no bids allowed the reverse iterations give up (-1); with enough, on one thread (two bids) or
+    on a team (two, or more where both columns bid for row 0 at once; a team's threads claim bids
+    ``SHARED_BIDS`` at a time, so its budget must leave them that), every row keeps a column,
+    unassigned columns at price 0 and the others below it."""
     from dlap.backends.cpu import points as module
     from dlap.points.core import SparseCore
 
     core = SparseCore(2, 4)
     core.add(np.array([0, 0, 0, 1, 1, 1]), np.array([0, 2, 3, 1, 2, 3]), np.array([5.0, 0.0, 1.0, 5.0, 3.0, 4.0]))
     indptr, indices, costs = core.csr()
-    for limit, expected in ((0, -1), (10, 2)):
+    for limit in (0, module.SHARED_BIDS * 64):
         v = np.array([0.0, 0.0, -2.0, -2.0])
         col4row, row4col = np.array([0, 1]), np.array([0, 1, -1, -1])
         locks = np.zeros(4, dtype=np.int64) if team else None
         bids = module.reverse_auction(indptr, indices, costs, *core.csc(), v, col4row, row4col, 0.5, limit, locks)
-        assert bids == expected
+        assert bids == -1 if not limit else (bids >= 2 if team else bids == 2)
         if limit:
             assert sorted(col4row.tolist()) == [2, 3] and np.array_equal(row4col[col4row], [0, 1])
             assert (v <= 0).all() and (v[row4col < 0] == 0).all() and not locks_held(locks)

@@ -911,7 +911,9 @@ def outbid(v, col4row, row4col, i, j1, w1, w2, lone_gap, eps):
 def claim_bids(shared, budget):
     """A thread's next ``SHARED_BIDS`` bids of the team's ``budget`` (``shared[1]``: those claimed),
     fewer where the budget ends; none, and ``shared[2]`` set (every thread stops), past it or
-    once another thread stopped."""
+    once another thread stopped. A guard rather than a count: the claims can pass the budget up
+    to ``SHARED_BIDS`` bids a thread before the bids made do (the team's budgets are at least
+    ``TEAM_AUCTION_ROWS`` times as many bids a row)."""
     allowed = min(SHARED_BIDS, budget - fetch_add(shared, 1, SHARED_BIDS))
     if allowed <= 0 or shared[2] != 0:
         shared[2] = 1

@@ -31,8 +31,8 @@ def listed(count, k: int):
 
 def take_rows(x, rows):
     """The rows ``rows`` of ``x`` (points, or norms: empty where the metric needs none), on
-    ``x``'s device."""
-    if not x.size:
+    ``x``'s device; ``x`` itself where ``rows`` is None."""
+    if rows is None or not x.size:
         return x
     return x[array_module(x).asarray(rows)] if is_device_array(x) else x[rows]
 
@@ -117,15 +117,13 @@ class PairSearch:
         (:class:`dlap.points.core.PricedDuals`); the others' counts are 0 (or their own, where
         the screen prices every row anyway)."""
         if rows is None or self.screened:
-            self._price(self.a, self.a_norms, self._on_device, u, v, rtol, atol, index, reduced, count)
+            self._price(None, u, v, rtol, atol, index, reduced, count)
             return
-        a, a_b, a_norms, b_norms = self._on_device
-        on_device = (take_rows(a, rows), a_b, take_rows(a_norms, rows), b_norms)
-        price_in_part(lambda part, u_part, *out: self._price(take_rows(self.a, part), take_rows(self.a_norms, part),
-                                                             on_device, u_part, v, rtol, atol, *out),
-                      rows, u, index, reduced, count)
+        price_in_part(lambda part, u_part, *out: self._price(part, u_part, v, rtol, atol, *out), rows, u, index,
+                      reduced, count)
 
-    def _price(self, a, a_norms, on_device, u, v, rtol, atol, index, reduced, count) -> None:
+    def _price(self, rows, u, v, rtol, atol, index, reduced, count) -> None:
+        """:meth:`price` of the points' ``rows`` (every row where None), into outputs of as many rows."""
         if self.trees and not self.gpu_prices:
             from ..backends.cpu import kdtree
 
@@ -133,12 +131,14 @@ class PairSearch:
             tree = self._tree(self.b, self.b_norms)
             ceilings = np.empty(tree[1].shape[0])
             kdtree.column_ceilings(tree, v, ceilings)
-            kdtree.price(tree, ceilings, a, self.b, a_norms, self.b_norms, self.metric, self.p, self.sign,
-                         u, v, rtol, atol, index, reduced, count)
+            kdtree.price(tree, ceilings, take_rows(self.a, rows), self.b, take_rows(self.a_norms, rows), self.b_norms,
+                         self.metric, self.p, self.sign, u, v, rtol, atol, index, reduced, count)
         elif self.screened:
             self._screen(self.a, self.b, self.a_norms, self.b_norms).price(u, v, rtol, atol, index, reduced, count)
         else:
-            self.kernels.price(*on_device, self.metric, self.p, self.sign, u, v, rtol, atol, index, reduced, count)
+            a, b, a_norms, b_norms = self._on_device
+            self.kernels.price(take_rows(a, rows), b, take_rows(a_norms, rows), b_norms, self.metric, self.p,
+                               self.sign, u, v, rtol, atol, index, reduced, count)
 
     def pair_costs(self, rows, cols):
         """The pairs' costs (host float64), as the metric defines them."""

@@ -300,7 +300,8 @@ def test_a_pricing_pass_prices_every_row_whose_pairs_can_have_become_violated(n,
     u2[moved] += rng.normal(0.0, 0.3, moved.sum())
     lowered = rng.random(m) < 0.3
     v2[lowered] -= rng.random(lowered.sum()) * 0.3
-    rows = priced.rows(u2, v2, PRICING_RTOL, 0.0)
+    chosen = priced.rows(u2, v2, PRICING_RTOL, 0.0)  # None: every row (most of them moved or had violators)
+    rows = np.arange(n) if chosen is None else chosen
     full = [np.empty((n, k), dtype=np.int64), np.empty((n, k)), np.empty(n, dtype=np.int64)]
     search.price(u2, v2, PRICING_RTOL, 0.0, *full)
     assert set(np.flatnonzero(full[2] > 0)) <= set(rows.tolist())
@@ -313,6 +314,12 @@ def test_a_pricing_pass_prices_every_row_whose_pairs_can_have_become_violated(n,
     risen[j] = v[j] + 0.1
     assert priced.rows(u2, risen, PRICING_RTOL, 0.0) is None
     assert priced.rows(u2, v2, PRICING_RTOL, -1.0) is None
+    quiet = PricedDuals()  # a pass without violators, then one row's dual moved
+    quiet.record(u, v, PRICING_RTOL, 0.0, np.zeros(n, dtype=np.int64))
+    one = u.copy()
+    one[n // 2] += 1.0
+    moved_rows = quiet.rows(one, v, PRICING_RTOL, 0.0)
+    assert moved_rows is None if n == 1 else moved_rows.tolist() == [n // 2]  # (one row of one: every row)
 
 
 def test_the_certificate_checks_every_pair():

@@ -52,6 +52,9 @@ MOST_CANDIDATES = 48
 #: the magnitudes it is computed from, the largest duals' included (the duals were computed from
 #: them: a pair of cost 0 between duals of 1e-17 is their rounding, not a violation)
 PRICING_RTOL = 1e-12
+#: a pricing pass prices every row where more than this share of them may have new violators
+#: (:class:`PricedDuals`)
+PRICE_EVERY_ROW_SHARE = 0.5
 #: bids of the augmenting row reduction per free row before the shortest paths take over
 ARR_STEPS_PER_ROW = 8
 #: the auction's first and last ε, as shares of the spread of the core's costs, and the factor between
@@ -306,13 +309,15 @@ class PricedDuals:
 
     def rows(self, u, v, rtol: float, atol: float):
         """The rows a pass with duals ``u``, ``v`` and tolerance ``rtol``, ``atol`` must price
-        (ascending), or None: every row."""
+        (ascending), or None: every row (also where more than ``PRICE_EVERY_ROW_SHARE`` of them
+        must: a pass over some rows copies their points)."""
         if self.u is None or self.u.shape != u.shape or self.v.shape != v.shape:
             return None
         last_rtol, last_atol = self.tolerance
         if rtol != last_rtol or atol < last_atol or not np.all((v <= self.v) & (np.abs(v) >= np.abs(self.v))):
             return None
-        return np.flatnonzero((u != self.u) | self.violated)
+        rows = np.flatnonzero((u != self.u) | self.violated)
+        return None if rows.shape[0] > PRICE_EVERY_ROW_SHARE * u.shape[0] else rows
 
     def record(self, u, v, rtol: float, atol: float, count) -> None:
         """The pass just made: its duals, tolerance and the rows with violators."""

@@ -39,13 +39,16 @@ def take_rows(x, rows):
 
 def price_in_part(price, rows, u, index, reduced, count) -> None:
     """A pricing of the ``rows`` only: ``price(rows, u[rows], index, reduced, count)`` into lists
-    of those rows, copied into the whole outputs, every other row's count 0."""
+    of those rows, the lists of those with violators copied into the whole outputs, every other
+    row's count 0."""
     part_index, part_reduced = np.empty((rows.shape[0], index.shape[1]), dtype=index.dtype), np.empty(
         (rows.shape[0], index.shape[1]))
     part_count = np.empty(rows.shape[0], dtype=count.dtype)
     price(rows, to_host(u)[rows], part_index, part_reduced, part_count)
     count[:] = 0
-    count[rows], index[rows], reduced[rows] = part_count, part_index, part_reduced
+    found = part_count > 0
+    count[rows[found]], index[rows[found]], reduced[rows[found]] = (part_count[found], part_index[found],
+                                                                    part_reduced[found])
 
 
 class PairSearch:

@@ -679,6 +679,26 @@ def test_the_reverse_bids_stop_at_their_budget(team):
             assert (v <= 0).all() and (v[row4col < 0] == 0).all() and not locks_held(locks)
 
 
+@pytest.mark.parametrize("blocked", [False, True])
+def test_a_loose_rows_column_is_raised_where_no_other_row_minds(blocked):
+    """Row 0 holds column 0 at 0.7 above its cheapest (column 2, unassigned at the top price 0):
+    column 0's dual rises by 0.7, and row 0 is tight, unless row 1's edge to column 0 would then
+    undercut row 1's cheapest; every row's cheapest ``c - v`` stays what it was."""
+    from dlap.backends.cpu.points import release_loose_rows, tighten_by_column_duals
+    from dlap.points.core import SparseCore
+
+    core = SparseCore(2, 3)
+    core.add(np.array([0, 0, 1, 1]), np.array([0, 2, 0, 1]), np.array([0.2, 0.5, 1.5 if blocked else 3.0, 1.0]))
+    indptr, indices, costs = core.csr()
+    v, col4row, row4col = np.array([-1.0, -1.0, 0.0]), np.array([0, 1]), np.array([0, 1, -1])
+    cheapest = [min(costs[e] - v[indices[e]] for e in range(indptr[i], indptr[i + 1])) for i in range(2)]
+    tighten_by_column_duals(indptr, indices, costs, *core.csc(), v, col4row, 0.0)
+    assert v[0] == (-1.0 if blocked else pytest.approx(-0.3)) and (v <= 0).all()
+    assert [min(costs[e] - v[indices[e]] for e in range(indptr[i], indptr[i + 1])) for i in range(2)] == \
+        pytest.approx(cheapest)
+    assert release_loose_rows(indptr, indices, costs, v, col4row, row4col, 0.0) == (1 if blocked else 0)
+
+
 def locks_held(locks) -> bool:
     return locks is not None and bool(locks.any())
 

@@ -847,6 +847,38 @@ def row_duals(indptr, indices, costs, v, u):
 
 
 @prange_kernel
+def tighten_by_column_duals(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, top):
+    """Before the rows not tight are let go: each assigned row whose column's ``c - v`` is above its
+    cheapest by ``g`` gets that column's dual raised by ``g`` (tight then), where the raise keeps
+    the dual at most ``top`` and every other row's edge to the column at least that row's cheapest
+    ``c - v``: every row's cheapest stays what it was, so the duals ``u = min (c - v)`` stay
+    feasible. On a rectangular core the let-go rows' columns become free below the highest price,
+    and each search from a row whose cheapest column is unassigned then passes the implicit rows
+    (:func:`augment_rows`), visiting every column priced above the nearest free one."""
+    n = indptr.shape[0] - 1
+    lowest = np.empty(n)
+    for i in prange(n):
+        low = np.inf
+        for e in range(indptr[i], indptr[i + 1]):
+            low = min(low, costs[e] - v[indices[e]])
+        lowest[i] = low
+    for i in prange(n):
+        j = col4row[i]
+        if j < 0:
+            continue
+        e = indptr[i] + np.searchsorted(indices[indptr[i] : indptr[i + 1]], j)
+        raised = v[j] + ((costs[e] - v[j]) - lowest[i])
+        if not raised > v[j] or raised > top:
+            continue
+        for f in range(col_indptr[j], col_indptr[j + 1]):
+            k = col_rows[f]
+            if k != i and col_costs[f] - raised < lowest[k]:
+                raised = v[j]
+                break
+        v[j] = raised
+
+
+@prange_kernel
 def release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps):
     """Unassign every row whose column's ``c - v`` is more than ``eps`` above its cheapest (the
     rows that break ε-complementary slackness; with ``eps = 0``, every row not tight). Returns

@@ -333,12 +333,13 @@ def _price(search, core, solution, violators, priced: PricedDuals | None = None,
     (rows, columns, costs)."""
     index, reduced, count = violators
     rtol, atol = _pricing_tolerance(solution)
-    rows = priced.rows(solution.u, solution.v, rtol, atol) if priced is not None else None
-    search.price(solution.u, solution.v, rtol, atol, index, reduced, count, rows)
+    to_price = priced.rows(solution.u, solution.v, rtol, atol) if priced is not None else None
+    search.price(solution.u, solution.v, rtol, atol, index, reduced, count, to_price)
     if priced is not None:
         priced.record(solution.u, solution.v, rtol, atol, count)
     if counts is not None:
-        counts["rows_priced"] = counts.get("rows_priced", 0) + (count.shape[0] if rows is None else rows.shape[0])
+        counts["rows_priced"] = counts.get("rows_priced", 0) + (count.shape[0] if to_price is None
+                                                                 else to_price.shape[0])
     k = index.shape[1]
     rows = np.repeat(np.arange(index.shape[0], dtype=np.int64), np.minimum(count, k))
     cols = index[listed(count, k)]

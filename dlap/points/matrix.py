@@ -27,12 +27,15 @@ class MatrixSearch:
         self.matrix = matrix
         self.shape = matrix.shape
 
-    def _blocks(self):
-        """(start, block as float64) over the rows, a block at most ``BLOCK_ELEMENTS`` entries."""
+    def _blocks(self, rows=None):
+        """(start, block as float64) over the rows (or over ``rows``: ``start`` a place in it), a
+        block at most ``BLOCK_ELEMENTS`` entries."""
         n, m = self.shape
         step = max(1, BLOCK_ELEMENTS // max(m, 1))
-        for start in range(0, n, step):
-            yield start, self.matrix[start : start + step].astype(np.float64)
+        for start in range(0, n if rows is None else rows.shape[0], step):
+            block = self.matrix[start : start + step] if rows is None else \
+                self.matrix[self.xp.asarray(rows[start : start + step])]
+            yield start, block.astype(np.float64)
 
     def _cheapest(self, block, k: int, axis: int):
         """Each line's ``k`` cheapest entries of ``block`` along ``axis`` (indices, costs; cheapest
@@ -102,10 +105,7 @@ class MatrixSearch:
             from ..backends.cpu.numba_setup import read_only
 
             return read_only(self.matrix[rows])
-        n, m = self.shape
-        step = max(1, BLOCK_ELEMENTS // max(m, 1))
-        return ((start, self.matrix[self.xp.asarray(rows[start : start + step])].astype(np.float64))
-                for start in range(0, rows.shape[0], step))
+        return self._blocks(rows)
 
     def _price(self, blocks, u, v, rtol, atol, index, reduced, count) -> None:
         if self._host:

@@ -47,8 +47,9 @@ def price_in_part(price, rows, u, index, reduced, count) -> None:
     price(rows, to_host(u)[rows], part_index, part_reduced, part_count)
     count[:] = 0
     found = part_count > 0
-    count[rows[found]], index[rows[found]], reduced[rows[found]] = (part_count[found], part_index[found],
-                                                                    part_reduced[found])
+    with_violators = rows[found]
+    count[with_violators], index[with_violators], reduced[with_violators] = (part_count[found], part_index[found],
+                                                                             part_reduced[found])
 
 
 class PairSearch:

@@ -243,6 +243,13 @@ def column_ceilings(tree, v, out):
             out[node] = max(out[left[node]], out[right[node]])
 
 
+@njit(cache=True, inline="always")
+def _pricing_bound(x, low, high, node, metric, p, sign, ui, ceilings):
+    """A lower bound on the reduced costs ``c - u_i - v_j`` of the pairs of box ``node``: its
+    lowest cost less ``u_i`` and its largest ``v_j`` (``ceilings``)."""
+    return box_cost_bound(x, low, high, node, metric, p, sign) - ui - ceilings[node]
+
+
 @prange_kernel
 def price(tree, ceilings, a, b, na, nb, metric, p, sign, u, v, rtol, atol, index, reduced, count):
     """:func:`dlap.backends.cpu.points.price` through ``tree`` (over ``b``, with ``ceilings`` from
@@ -259,20 +266,16 @@ def price(tree, ceilings, a, b, na, nb, metric, p, sign, u, v, rtol, atol, index
         for i in range(chunk * QUERY_CHUNK, min(n, (chunk + 1) * QUERY_CHUNK)):
             x = _query_point(a, i, na, metric)
             found = 0
-            stack[0], bounds[0], depth = 0, box_cost_bound(x, low, high, 0, metric, p, sign) - u[i] - ceilings[0], 1
+            stack[0], bounds[0], depth = 0, _pricing_bound(x, low, high, 0, metric, p, sign, u[i], ceilings), 1
             while depth:
                 depth -= 1
                 node, bound = stack[depth], bounds[depth]
                 if bound >= 0 or (0 < cap <= found and bound > reduced[i, cap - 1]):
                     continue
                 if left[node] >= 0:
-                    near, far = left[node], right[node]
-                    near_bound = box_cost_bound(x, low, high, near, metric, p, sign) - u[i] - ceilings[near]
-                    far_bound = box_cost_bound(x, low, high, far, metric, p, sign) - u[i] - ceilings[far]
-                    if far_bound < near_bound:
-                        near, far, near_bound, far_bound = far, near, far_bound, near_bound
-                    stack[depth], bounds[depth], stack[depth + 1], bounds[depth + 1] = far, far_bound, near, near_bound
-                    depth += 2
+                    depth = _push_children(stack, bounds, depth, left[node], right[node],
+                                           _pricing_bound(x, low, high, left[node], metric, p, sign, u[i], ceilings),
+                                           _pricing_bound(x, low, high, right[node], metric, p, sign, u[i], ceilings))
                     continue
                 for t in range(start[node], stop[node]):
                     j = perm[t]
@@ -329,7 +332,7 @@ def reduced_minima(tree, ceilings, a, b, na, nb, metric, p, sign, scale, w, low,
             error[i] = best_error if np.isfinite(best) else 0.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _reduced_bound(x, box_low, box_high, node, metric, p, sign, scale, ceilings):
     """A lower bound on ``d - w`` over box ``node``: its cost bound scaled, less its largest
     ``w``, two roundings down."""

@@ -605,11 +605,12 @@ def search_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows, dis
     augmentations, ``shared[2]``, when one last passed ``j``): then the search is made again.
     Where no augmentation passed them, the completed columns' duals and the rows matched to them
     are those the search read; other columns' duals can only have fallen (their reduced costs
-    risen), so it is the search one thread would make now: the same optimum. Stops taking rows at a search that reaches no free
-    column and met no augmentation (``shared[3] = 1``, its position in ``shared[4]``, its tree's
-    rows in ``scanned[:counters[2]]``) or once the columns reached pass ``budget``
-    (``shared[3] = 2``). ``counters`` as :func:`augment_rows`' (columns reached count every
-    search made). Which of equally short paths a row gets depends on the threads' timing."""
+    risen), so it is the search one thread would make now: the same optimum. Stops taking rows at
+    a search that reaches no free column and met no augmentation (``shared[3] = 1``, its position
+    in ``shared[4]``, its tree's rows in ``scanned[:counters[2]]``) or once the columns reached
+    pass ``budget`` (``shared[3] = 2``). ``counters`` as :func:`augment_rows`' (columns reached
+    count every search made). Which of equally short paths a row gets depends on the threads'
+    timing."""
     for s in prange(threads):
         while shared[3] == 0:
             position = fetch_add(shared, 0, 1)
@@ -749,11 +750,11 @@ def _flip_through(pred, col4row, row4col, sink, start, through, v, top):
 def reduce_free_rows(indptr, indices, costs, u, v, col4row, row4col, rows, steps) -> None:
     """:func:`augmenting_row_reduction` (its arguments), then every row's dual its cheapest
     ``c - v`` (:func:`row_duals`: feasible on every edge, tight on the matched pairs); on a thread
-    team and a square graph of at least ``TEAM_SEARCH_ROWS`` rows, its bids start on the team: the auction's asynchronous bids
-    (:func:`bid_on_the_team`) at ε = 0, each free row lowering its cheapest column's dual to its
-    second cheapest, which leaves it tight, in sweeps (chasing displaced rows made price wars of
-    two rows: most rows were still free after the budget's bids), then one thread's for the rows
-    left."""
+    team and a square graph of at least ``TEAM_SEARCH_ROWS`` rows, its bids start on the team: the
+    auction's asynchronous bids (:func:`bid_on_the_team`) at ε = 0, each free row lowering its
+    cheapest column's dual to its second cheapest, which leaves it tight, in sweeps (chasing
+    displaced rows made price wars of two rows: most rows were still free after the budget's
+    bids), then one thread's for the rows left."""
     if _on_the_team(u, v):
         steps -= bid_on_the_team(indptr, indices, costs, v, col4row, row4col, 0.0, 0.0,
                                  np.zeros(v.shape[0], dtype=np.int64), steps, False)
@@ -845,9 +846,13 @@ def row_duals(indptr, indices, costs, v, u):
         u[i] = lowest
 
 
+@njit(cache=True, inline="always")
+def own_edge(indptr, indices, i, j):
+    """Row ``i``'s edge to its column ``j``, found by bisection (a row's columns ascend)."""
+    return indptr[i] + np.searchsorted(indices[indptr[i] : indptr[i + 1]], j)
 
-@prange_kernel
-def tighten_by_column_duals(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, top):
+
+def tighten_by_column_duals(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, top) -> None:
     """Before the rows not tight are let go: each assigned row whose column's ``c - v`` is above its
     cheapest by ``g`` gets that column's dual raised by ``g`` (tight then), where the raise keeps
     the dual at most ``top`` and every other row's edge to the column at least that row's cheapest
@@ -855,18 +860,19 @@ def tighten_by_column_duals(indptr, indices, costs, col_indptr, col_rows, col_co
     feasible. On a rectangular core the let-go rows' columns become free below the highest price,
     and each search from a row whose cheapest column is unassigned then passes the implicit rows
     (:func:`augment_rows`), visiting every column priced above the nearest free one."""
-    n = indptr.shape[0] - 1
-    lowest = np.empty(n)
-    for i in prange(n):
-        low = np.inf
-        for e in range(indptr[i], indptr[i + 1]):
-            low = min(low, costs[e] - v[indices[e]])
-        lowest[i] = low
-    for i in prange(n):
+    lowest = np.empty(indptr.shape[0] - 1)
+    row_duals(indptr, indices, costs, v, lowest)
+    raise_column_duals(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, lowest, top)
+
+
+@prange_kernel
+def raise_column_duals(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, lowest, top):
+    """:func:`tighten_by_column_duals`' raises, each row's cheapest ``c - v`` given (``lowest``)."""
+    for i in prange(indptr.shape[0] - 1):
         j = col4row[i]
         if j < 0:
             continue
-        e = indptr[i] + np.searchsorted(indices[indptr[i] : indptr[i + 1]], j)
+        e = own_edge(indptr, indices, i, j)
         raised = v[j] + ((costs[e] - v[j]) - lowest[i])
         if not raised > v[j] or raised > top:
             continue
@@ -1195,7 +1201,7 @@ def reverse_level(indptr, indices, costs, v, col4row, row4col, u):
     columns ascend)."""
     for i in prange(col4row.shape[0]):
         j = col4row[i]
-        e = indptr[i] + np.searchsorted(indices[indptr[i] : indptr[i + 1]], j)
+        e = own_edge(indptr, indices, i, j)
         u[i] = costs[e] - v[j]
     level = -np.inf
     for j in prange(v.shape[0]):

@@ -8,7 +8,8 @@ verdict are written to a Zarr store.
 
 ``--points STORE`` reads the arrays ``STORE/a`` and ``STORE/b`` (points as rows); else two clouds of
 ``dlap.generate.points``' family ``--family`` are made by one task on the cluster. The client
-gathers the points once (n x d values) and solves the sparse core between the pricing rounds;
+gathers the points once (n x d values) and sends them to the workers; one of them solves the
+sparse core between the pricing rounds;
 the dashboard's ``dlap`` page shows the rounds and violators. One JSON line goes to stdout: the
 sizes, the objective, the seconds of each step, the pricing rounds, the workers and the verdict.
 """

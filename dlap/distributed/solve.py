@@ -182,7 +182,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     bounds = slab_bounds(source, axis, n_ranks)
     plan = followed[1] if followed else plan_ranks(client, source, axis, bounds, candidates, keep_order)
     workers = plan.workers
-    gpu = _ranks_on_gpus(client, workers, device)
+    gpu = ranks_on_gpus(client, workers, device)
     _warn_if_ucx_spins(client, workers)
     lenders = [] if gpu or method != "auto" else _lenders(client, workers[0], candidates[:offered])
     threads = _nthreads(client, workers + lenders) if lenders else None
@@ -193,16 +193,16 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
     # the scheduler releases the lock and aborts the ranks if this client dies (registry.py)
     running = []  # the tasks to stop if the caller is interrupted
     with registry.registered(client, solve_id, lock, abort_name, workers, method, source.shape,
-                             interrupted=lambda: _stop_ranks(client, running, workers, abort)) as lease:
+                             interrupted=lambda: stop_ranks(client, running, workers, abort)) as lease:
         registry.acquire(lock, lease)  # two solves never share a worker (each rank task holds its worker's comm)
         offset = source_offset(client, source, maximize)
         running = slabs = place_slabs(client, source, plan, axis=axis, bounds=bounds, transposed=transposed,
                                       maximize=maximize, gpu=gpu, solve_id=solve_id, offset=offset,
-                                      wait=lambda futures, owners: _wait(client, futures, workers, abort, owners,
+                                      wait=lambda futures, owners: wait_for_ranks(client, futures, workers, abort, owners,
                                                                          solve_id))
-        _wait(client, slabs, workers, abort, solve_id=solve_id)  # bad input fails here, before any rank joins a comm
+        wait_for_ranks(client, slabs, workers, abort, solve_id=solve_id)  # bad input fails here, before any rank joins a comm
         placed = time.perf_counter()
-        comm = _comm_spec(client, workers, gpu and n_ranks > 1)
+        comm = comm_spec(client, workers, gpu and n_ranks > 1)
         joined = time.perf_counter()
         integer = source.dtype.kind in "biu"
         token = secrets.token_bytes(32)  # reaches the ranks through Dask (TLS where the cluster has it)
@@ -221,7 +221,7 @@ def _solve_on(client, source, method, maximize, n_workers, workers, progress, de
         ]
         del slabs
         with watch(client, topic, progress):
-            _wait(client, futures, workers, abort, solve_id=solve_id)
+            wait_for_ranks(client, futures, workers, abort, solve_id=solve_id)
         results = client.gather(futures)
         gathered = time.time()
         if any(isinstance(r, RankAborted) for r in results):  # the scheduler stopped it while no rank failed
@@ -335,7 +335,7 @@ def _warn_if_ucx_spins(client, workers) -> None:
             f"the workers with {settings} (dlap.distributed.start_cluster does)", RuntimeWarning, stacklevel=4)
 
 
-def _ranks_on_gpus(client, workers, device) -> bool:
+def ranks_on_gpus(client, workers, device) -> bool:
     """Whether the ranks' slabs go to their workers' GPUs: with ``device="auto"`` where every
     worker sees one and no two share it (plain LocalCluster workers on a GPU host all see the
     same GPU, and NCCL refuses two ranks on one device: they solve on their CPUs instead)."""
@@ -362,7 +362,7 @@ def _gpu_worker() -> str | None:
     return cupy.cuda.Device().pci_bus_id
 
 
-def _comm_spec(client, workers, nccl: bool) -> tuple:
+def comm_spec(client, workers, nccl: bool) -> tuple:
     """How the ranks connect (``RankSpec.comm``): NCCL between GPU ranks, with the communicator
     their workers kept from the last solve on the same workers where every one keeps it (one
     round trip), else a new unique id from rank 0's worker; Dask's RPC otherwise (CPU ranks
@@ -375,7 +375,7 @@ def _comm_spec(client, workers, nccl: bool) -> tuple:
     return ("nccl", client.run(nccl_unique_id, workers=[workers[0]])[workers[0]], tuple(workers))
 
 
-def _wait(client, futures, workers, abort, owners=None, solve_id: str = "") -> None:
+def wait_for_ranks(client, futures, workers, abort, owners=None, solve_id: str = "") -> None:
     """Wait for every task (one per rank, or placement's, which run on ``owners``). When one
     fails, is cancelled or a rank's worker leaves, set the abort event (every rank's watchdog
     aborts its communicator), wait for the ranks to stop, and raise the first cause.
@@ -403,7 +403,7 @@ def _wait(client, futures, workers, abort, owners=None, solve_id: str = "") -> N
             failure = _worker_lost(client, workers)
             next_check = time.perf_counter() + POLL
         time.sleep(TICK)
-    _stop_ranks(client, futures, workers, abort, failure, owners)
+    stop_ranks(client, futures, workers, abort, failure, owners)
 
 
 class SolveExpired(RuntimeError):
@@ -419,7 +419,7 @@ def ended_by_the_scheduler(client, solve_id: str) -> SolveExpired | None:
                         "other work. Solve again")
 
 
-def _stop_ranks(client, futures, workers, abort, failure=None, owners=None) -> None:
+def stop_ranks(client, futures, workers, abort, failure=None, owners=None) -> None:
     """Set the abort event (every rank's watchdog aborts its communicator), wait for the ranks
     whose workers are alive to stop, cancel every task, and raise the first real cause of
     ``failure`` (None: the caller was interrupted, and re-raises that itself)."""

@@ -135,27 +135,11 @@ class PointsProblem:
         return x[self.xp.asarray(order)]
 
     def coarse_pairs(self, maximize: bool):
-        """A callable giving the coarse problem's :class:`~dlap.points.coarse.Transport` (the first
-        core's coarse transport candidates, and whether to price early; :mod:`dlap.points.coarse`,
-        the cells' centroids assigned by :func:`solve_points` on the CPU, whichever device holds
-        the points: a problem ``CELL_POINTS`` times smaller), or None
-        where there are fewer than ``MIN_ROWS`` rows or no k-d order (points of more than
-        ``TREE_MAX_DIM`` coordinates; cosine, whose order is not over the normalised points)."""
-        from . import coarse
-
-        if self.trees is None or self.metric == "cosine" or self.rows < coarse.MIN_ROWS:
+        """:func:`coarse_pairs` of the rows' side; None where there is no k-d order (points of
+        more than ``TREE_MAX_DIM`` coordinates)."""
+        if self.trees is None:
             return None
-        side = self.rows_side
-        p = self.exponent if self.metric == "minkowski" else None
-
-        def assign(row_centroids, col_centroids):
-            cells = solve_points(row_centroids, col_centroids, self.metric, p=p, maximize=maximize, device="cpu")
-            partner = np.empty(row_centroids.shape[0], dtype=np.int64)
-            partner[cells.row_ind] = cells.col_ind
-            return partner, cells.stats.phase_counts.get("violators", 0)
-
-        return lambda: coarse.transport_pairs(to_host(side.a).astype(np.float64), to_host(side.b).astype(np.float64),
-                                              assign, self.metric in coarse.ALWAYS_METRICS)
+        return coarse_pairs(self.rows_side.a, self.rows_side.b, self.metric, self.exponent, maximize)
 
     @staticmethod
     def sign(maximize: bool) -> float:
@@ -193,6 +177,29 @@ class PointsProblem:
         give_back = self.give_back
         return Assignment(give_back(row_ind), give_back(col_ind), total, give_back(u), give_back(v), stats,
                           maximize=maximize, matrix_ref=CostsReference(costs))
+
+
+def coarse_pairs(a, b, metric: str, exponent: float, maximize: bool):
+    """A callable giving the coarse problem's :class:`~dlap.points.coarse.Transport` for rows
+    ``a`` and columns ``b`` in k-d order (the first core's coarse transport candidates, and
+    whether to price early; :mod:`dlap.points.coarse`, the cells' centroids assigned by
+    :func:`solve_points` on the CPU, whichever device holds the points: a problem
+    ``CELL_POINTS`` times smaller), or None where there are fewer than ``MIN_ROWS`` rows or the
+    metric is cosine (whose order is not over the normalised points)."""
+    from . import coarse
+
+    if metric == "cosine" or min(a.shape[0], b.shape[0]) < coarse.MIN_ROWS:
+        return None
+    p = exponent if metric == "minkowski" else None
+
+    def assign(row_centroids, col_centroids):
+        cells = solve_points(row_centroids, col_centroids, metric, p=p, maximize=maximize, device="cpu")
+        partner = np.empty(row_centroids.shape[0], dtype=np.int64)
+        partner[cells.row_ind] = cells.col_ind
+        return partner, cells.stats.phase_counts.get("violators", 0)
+
+    return lambda: coarse.transport_pairs(to_host(a).astype(np.float64), to_host(b).astype(np.float64), assign,
+                                          metric in coarse.ALWAYS_METRICS)
 
 
 def spatial_order(points) -> tuple[np.ndarray, tuple | None]:

@@ -1,6 +1,7 @@
 """``dlap.distributed.solve_points`` on real LocalClusters: the searches over every pair on the workers,
 the optimum :func:`dlap.solve_points` and scipy find, scipy's errors, the workers' state dropped."""
 
+import os
 import signal
 import time
 
@@ -17,10 +18,10 @@ distributed = pytest.importorskip("distributed")
 import dlap  # noqa: E402
 import dlap.distributed as dd  # noqa: E402
 from dlap import generate  # noqa: E402
-from dlap.distributed import points as cluster_points  # noqa: E402
 from dlap.points import coarse  # noqa: E402
+from dlap.points.search import PairSearch  # noqa: E402
 
-from ..helpers import assert_told_its_solve_ended, client_process, registry_rows  # noqa: E402
+from ..helpers import assert_told_its_solve_ended, client_process, registry_rows, solve_in_background  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -53,30 +54,67 @@ def test_agrees_with_scipy(client, shape, metric, kw):
         assert result.stats.phase_counts["workers"] == 3
 
 
-def test_the_workers_pricing_is_one_search_s(client):
-    """The workers send only the violators they keep: the counts, lists and reduced costs of one
-    process's search over every pair, rows with none and with more than the lists hold included,
+def queries_on_ranks(a, b, spec, u, v, k, subsets):
+    """A rank's task for the test below: the root asks every rank for each row's and column's
+    ``k`` nearest and prices ``u``, ``v`` for each of ``subsets`` (None: every row), returning
+    the gathered answers; the others answer."""
+    from distributed import get_worker
+
+    from dlap.distributed.rank.engine import joined
+    from dlap.distributed.rank.points import RankBlocks, RootSearch, answer_queries
+    from dlap.points.costs import PointCosts
+
+    blocks = RankBlocks(spec, a, b)
+    with joined(spec.solve_id, spec.rank, spec.size, spec.comm, None, spec.token, get_worker(), np) as comm:
+        if spec.rank:
+            return answer_queries(comm, np, blocks)
+        costs = PointCosts(a, b, spec.metric, spec.exponent, "cpu")
+        here = PairSearch(costs.kernels, a, b, costs.a_norms, costs.b_norms, spec.metric, spec.exponent, spec.sign)
+        search = RootSearch(comm, np, blocks, here)
+        answers = [search.nearest_columns(k), search.nearest_rows(k)]
+        for rows in subsets:
+            found = np.full((a.shape[0], k), -1), np.zeros((a.shape[0], k)), np.full(a.shape[0], -1, dtype=np.int64)
+            search.price(u, v, 1e-12, 0.0, *found, rows)
+            answers.append(found)
+        search.done()
+        return answers
+
+
+def test_the_ranks_searches_are_one_search_s(client):
+    """Over three ranks (a block of rows without any to price among them), the root gathers the
+    nearest columns and rows and the pricing of one process's search over every pair: the
+    counts, lists and reduced costs, rows with none and with more than the lists hold included,
     of every row or of some."""
+    from dlap.distributed.rank.points import PointsRankSpec
+    from dlap.distributed.solve import comm_spec
     from dlap.points.solve import PointsProblem
 
     n, m, k = 700, 900, 4
     a, b = generate.points("uniform", n, m, seed=4)
-    problem = PointsProblem(a, b, "euclidean", None, "cpu", None)
+    side = PointsProblem(a, b, "euclidean", None, "cpu", None).rows_side
     workers = sorted(client.scheduler_info()["workers"])
-    search = cluster_points.ClusterSearch(client, problem, False, workers, "cpu")
     rng = np.random.default_rng(0)
     u, v = rng.uniform(0.0, 0.08, n), -rng.uniform(0.0, 0.05, m)
-    # every row, then some (a block of the workers' without any among them)
-    for rows in (None, np.flatnonzero(rng.random(n // 2) < 0.3)):
-        there = np.full((n, k), -1), np.zeros((n, k)), np.full(n, -1, dtype=np.int64)
-        here = np.full((n, k), -1), np.zeros((n, k)), np.full(n, -1, dtype=np.int64)
-        search.price(u, v, 1e-12, 0.0, *there, rows)
-        search.here.price(u, v, 1e-12, 0.0, *here, rows)
-        assert (here[2] == 0).any() and (here[2] > k).any()
-        kept = np.arange(k)[None, :] < here[2][:, None]
-        assert np.array_equal(there[2], here[2])
-        assert np.array_equal(there[0][kept], here[0][kept]) and np.array_equal(there[1][kept], here[1][kept])
-    search.close()
+    subsets = [None, np.flatnonzero(rng.random(n // 2) < 0.3)]  # none of rows 350.. (the third block's)
+    comm, solve_id = comm_spec(client, workers, False), f"test-{rng.integers(1 << 30)}"
+    specs = [PointsRankSpec(solve_id=solve_id, rank=r, size=3, row_bounds=(0, 200, 350, n),
+                            col_bounds=(0, 500, 501, m), metric="euclidean", exponent=2.0, sign=1.0, device="cpu",
+                            comm=comm, candidates=k) for r in range(3)]
+    futures = [client.submit(queries_on_ranks, side.a, side.b, spec, u, v, k, subsets, workers=[w], pure=False)
+               for spec, w in zip(specs, workers, strict=True)]
+    distributed.wait(futures, timeout=120)  # a hang guard, not a timing
+    answers = futures[0].result()
+    assert [f.result() for f in futures[1:]] == [None, None]
+    here = PairSearch(side.kernels, side.a, side.b, side.a_norms, side.b_norms, "euclidean", 2.0, 1.0)
+    for there, alone in zip(answers[:2], (here.nearest_columns(k), here.nearest_rows(k)), strict=True):
+        assert np.array_equal(there[0], alone[0]) and np.array_equal(there[1], alone[1])
+    for there, rows in zip(answers[2:], subsets, strict=True):
+        alone = np.full((n, k), -1), np.zeros((n, k)), np.full(n, -1, dtype=np.int64)
+        here.price(u, v, 1e-12, 0.0, *alone, rows)
+        assert (alone[2] == 0).any() and (alone[2] > k).any()
+        kept = np.arange(k)[None, :] < alone[2][:, None]
+        assert np.array_equal(there[2], alone[2])
+        assert np.array_equal(there[0][kept], alone[0][kept]) and np.array_equal(there[1][kept], alone[1][kept])
 
 
 @pytest.mark.parametrize("family", ["uniform", "clustered", "shifted"])
@@ -91,31 +129,36 @@ def test_the_optimum_of_one_process(client, family):
         assert there.verify().optimal
 
 
-def test_coarse_transport_candidates_are_the_clients(client, monkeypatch):
+def test_coarse_transport_candidates_are_the_roots(client, monkeypatch):
     """Shifted clouds, cells of 8 from 64 rows whatever the coarse solve priced: the cells'
-    assignment is solved in the calling process and gives the first core the same edges as
+    assignment is solved by the root and gives the first core the same edges as
     :func:`dlap.solve_points`'s."""
-    monkeypatch.setattr(coarse, "MIN_ROWS", 64)
-    monkeypatch.setattr(coarse, "CELL_POINTS", 8)
-    monkeypatch.setattr(coarse, "LOCAL_VIOLATORS", -1.0)
+    small = {"MIN_ROWS": 64, "CELL_POINTS": 8, "LOCAL_VIOLATORS": -1.0}
+    kept = {name: getattr(coarse, name) for name in small}
+    for name, value in small.items():
+        monkeypatch.setattr(coarse, name, value)
     a, b = generate.points("shifted", 400, 460, seed=5)
     here = dlap.solve_points(a, b, device="cpu")
-    there = dd.solve_points(a, b, client=client, device="cpu")
+    client.run(lambda: [setattr(coarse, name, value) for name, value in small.items()])
+    try:
+        there = dd.solve_points(a, b, client=client, device="cpu")
+    finally:
+        client.run(lambda: [setattr(coarse, name, value) for name, value in kept.items()])
     assert there.stats.phase_counts["coarse_edges"] == here.stats.phase_counts["coarse_edges"] > 0
     assert there.objective == pytest.approx(scipy_optimum(a, b, "euclidean"), rel=1e-12)
     assert there.verify().optimal
 
 
-def test_dask_arrays_in_and_the_workers_searches_dropped(client):
+def test_dask_arrays_in_and_one_task_a_rank(client):
     a, b = generate.points("uniform", 700, 700, seed=5)
     with distributed.get_task_stream(client) as stream:
         result = dd.solve_points(da.from_array(a, chunks=(200, 2)), da.from_array(b, chunks=(300, 2)), client=client,
                                  n_workers=2)
     assert result.objective == dlap.solve_points(a, b, device="cpu").objective
-    assert result.stats.phase_counts["workers"] == 2
-    names = {task["key"].split("-")[2] for task in stream.data if str(task["key"]).startswith("dlap-points-")}
-    assert names == {"nearest", "price"}  # what the dashboard's task stream shows
-    assert client.run(lambda: len(cluster_points._searches)) == dict.fromkeys(client.scheduler_info()["workers"], 0)
+    assert result.stats.phase_counts["workers"] == 2 and result.stats.device == "2 x cpu"
+    ranks = sorted(str(task["key"]).rsplit("-", 1)[1] for task in stream.data
+                   if str(task["key"]).startswith("dlap-points-"))
+    assert ranks == ["0", "1"]  # what the dashboard's task stream shows: one long task a rank
 
 
 def test_scipy_errors(client):
@@ -148,25 +191,23 @@ def test_on_gpu_workers(family, metric, n):
     assert result.verify().optimal
 
 
-def test_a_worker_that_leaves_has_its_blocks_redone():
-    """A worker retired between two pricing rounds: its blocks go to the others, same optimum."""
-    a, b = generate.points("uniform", 3000, 3000, seed=9)
+def test_a_worker_that_dies_ends_its_solve_and_the_cluster_goes_on():
+    """A rank's worker killed mid-solve: the solve ends with WorkerLostError (the other ranks
+    aborted), and the cluster, its worker restarted, solves the next."""
+    a, b = generate.points("uniform", 40000, 40000, seed=9)
     with distributed.LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as c:
-        leaving = sorted(c.scheduler_info()["workers"])[-1]
-        stages = []
-
-        def progress(update):
-            stages.append(update.stage)
-            if update.stage == "pricing round 2" and leaving in c.scheduler_info()["workers"]:
-                c.retire_workers([leaving], close_workers=True)
-
-        result = dd.solve_points(a, b, client=c, progress=progress)
-        assert leaving not in c.scheduler_info()["workers"] and "pricing round 3" in stages
-        assert registry_rows(c)[0]["state"] == "done"  # not "worker lost": the others took its share
-    assert result.objective == dlap.solve_points(a, b, device="cpu").objective
-    assert result.verify().optimal
-
+        workers = sorted(c.scheduler_info()["workers"])
+        thread, started, outcome = solve_in_background(
+            lambda progress: dd.solve_points(a, b, client=c, workers=workers, progress=progress))
+        assert started.wait(120), "the solve never reported progress"
+        os.kill(c.run(os.getpid, workers=[workers[2]])[workers[2]], signal.SIGKILL)
+        thread.join(120)  # hang guards, not timings
+        assert not thread.is_alive()
+        assert isinstance(outcome.get("error"), dd.WorkerLostError), outcome
+        c.wait_for_workers(3, timeout=120)
+        small = generate.points("uniform", 500, 500, seed=1)
+        assert dd.solve_points(*small, client=c).objective == dlap.solve_points(*small, device="cpu").objective
 
 
 def test_the_dashboard_page_follows_the_rounds(client):

@@ -38,6 +38,8 @@ import numpy as np
 _POLL = 0.05
 #: SocketComm: seconds a collective polls its connections before it blocks on them
 _SPIN = 1e-3
+#: NCCLComm: seconds between looks at a collective a rank waits for idly (:meth:`Comm.bcast_idle`)
+_IDLE_POLL = 1e-3
 
 
 class CommAborted(RuntimeError):
@@ -71,6 +73,11 @@ class Comm(ABC):
 
     def close(self) -> None:
         """Release the communicator."""
+
+    def bcast_idle(self, x, root: int = 0):
+        """:meth:`bcast` for a rank that may wait long for it (while the root works alone),
+        without holding a core meanwhile (the host communicators' waits block already)."""
+        return self.bcast(x, root)
 
     def allgatherv(self, x, sizes=None):
         """Every rank's 1-D ``x`` (lengths may differ), concatenated in rank order: one padded
@@ -177,12 +184,16 @@ class NCCLComm(Comm):
             np.dtype(np.uint8): nccl.NCCL_UINT8, np.dtype(np.uint64): nccl.NCCL_UINT64,
         }
 
-    def _run(self, launch, nbytes: int):
+    def _run(self, launch, nbytes: int, idle: bool = False):
         if self._aborted:
             raise CommAborted("dlap: the solve was aborted")
         start = time.perf_counter()
         stream = self._cupy.cuda.get_current_stream()
         launch(stream.ptr)
+        while idle and not stream.done:  # (a synchronize spins on a core the root's thread team uses)
+            if self._aborted:
+                raise CommAborted("dlap: the solve was aborted")
+            time.sleep(_IDLE_POLL)
         stream.synchronize()
         if self._aborted:
             raise CommAborted("dlap: the solve was aborted")
@@ -202,12 +213,15 @@ class NCCLComm(Comm):
         self._run(lambda s: self._comm.allGather(x.data.ptr, out.data.ptr, x.size, self._types[x.dtype], s), x.nbytes)
         return out
 
-    def bcast(self, x, root=0):
+    def bcast(self, x, root=0, idle: bool = False):
         x = self._cupy.ascontiguousarray(x)
         out = self._cupy.empty_like(x)
         self._run(lambda s: self._comm.broadcast(x.data.ptr, out.data.ptr, x.size, self._types[x.dtype], root, s),
-                  x.nbytes if self.rank == root else 0)
+                  x.nbytes if self.rank == root else 0, idle)
         return out
+
+    def bcast_idle(self, x, root=0):
+        return self.bcast(x, root, idle=True)
 
     def abort(self):
         """Abort the communicator (the watchdog's call, or a failing rank's) and forget it: the

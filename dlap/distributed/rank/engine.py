@@ -401,11 +401,11 @@ def solve_alone_here(matrix, method: str, auto: bool = False) -> None:
         solver.certificate(matrix, 0)
 
 
-def _progress_events(worker, spec: RankSpec, live):
-    """Rank 0's progress hook: a worker event on the solve's topic, its
+def progress_events(worker, rank: int, topic: str, live):
+    """Rank 0's progress hook: a worker event on the solve's ``topic``, its
     :class:`~dlap.progress.SolveProgress` with ``live()``'s counters (the client's bar or
-    callback reads the first, the scheduler's dlap page all of it)."""
-    if spec.rank != 0:
+    callback reads the first, the scheduler's dlap page all of it); None on the other ranks."""
+    if rank != 0:
         return None
 
     last = [-math.inf]
@@ -414,7 +414,7 @@ def _progress_events(worker, spec: RankSpec, live):
         now = time.perf_counter()
         if now - last[0] >= PROGRESS_INTERVAL or update.stage == "done":
             last[0] = now
-            worker.log_event(spec.progress_topic, {**dataclasses.asdict(update), **live()})
+            worker.log_event(topic, {**dataclasses.asdict(update), **live()})
 
     return report
 
@@ -429,13 +429,13 @@ def _live(solver, comm) -> dict:
     }
 
 
-def _make_comm(spec: RankSpec):
+def _make_comm(comm: tuple, solve_id: str, rank: int, size: int):
     """NCCL between GPU ranks; Dask's RPC otherwise, which CPU ranks use only to exchange the
     addresses of their sockets (:func:`_socket_comm`)."""
-    if spec.comm[0] == "nccl":
-        _, uid, workers = spec.comm
-        return NCCLComm(uid, spec.rank, spec.size, workers)
-    return RPCComm(spec.solve_id, spec.rank, list(spec.comm[1]))
+    if comm[0] == "nccl":
+        _, uid, workers = comm
+        return NCCLComm(uid, rank, size, workers)
+    return RPCComm(solve_id, rank, list(comm[1]))
 
 
 def _socket_comm(rpc: RPCComm, worker, token: bytes):
@@ -449,6 +449,35 @@ def _socket_comm(rpc: RPCComm, worker, token: bytes):
     return SocketComm(rpc, get_address_host(worker.address), token)
 
 
+@contextlib.contextmanager
+def joined(solve_id: str, rank: int, size: int, comm: tuple, abort_event: str | None, token: bytes, worker, xp):
+    """A rank's communicator for the body of a solve (``comm``: a ``RankSpec.comm``; CPU ranks
+    connect their sockets through Dask's RPC) and the watchdog that aborts it when the solve's
+    ``abort_event`` is set. A body the abort ended is left quietly (the rank's task then
+    returns :class:`RankAborted`: the cause is reported by whoever aborted it; a raise would log
+    a traceback per rank); any other failure tells every rank to abort, then propagates."""
+    made = _make_comm(comm, solve_id, rank, size)
+    watchdog = Watchdog(abort_event, made)  # before the sockets connect: a peer may be gone
+    try:
+        if isinstance(made, RPCComm) and size > 1:
+            made = watchdog.comm = _socket_comm(made, worker, token)
+        made.allreduce(xp.zeros(1), "sum")  # NCCL connects on its first collective
+        yield made
+    except CommAborted:  # another rank failed, or the client or the scheduler stopped the solve
+        return
+    except ConnectionError:
+        if watchdog.told():  # a peer closed its sockets because the solve was aborted
+            return
+        watchdog.signal()
+        raise
+    except BaseException:
+        watchdog.signal()
+        raise
+    finally:
+        watchdog.stop()
+        made.close()
+
+
 def run_rank(slab, spec: RankSpec) -> RankResult | RankAborted | dict:
     """The long task of one rank (submitted pinned to its worker, pure=False): join the comm,
     solve, and return rank 0's :class:`RankResult` (the others return their timings)."""
@@ -456,19 +485,15 @@ def run_rank(slab, spec: RankSpec) -> RankResult | RankAborted | dict:
 
     entered = time.time()
     worker = get_worker()
-    solver = comm = None
-    report = _progress_events(worker, spec, lambda: _live(solver, comm))  # called once both exist
+    solver = None
+    report = progress_events(worker, spec.rank, spec.progress_topic, lambda: _live(solver, comm))  # (once both exist)
     if is_device_array(slab):
         import cupy
 
         cupy.cuda.Device(slab.device.id).use()
     setup = time.perf_counter()
-    comm = _make_comm(spec)
-    watchdog = Watchdog(spec.abort_event, comm)  # before the sockets connect: a peer may be gone
-    try:
-        if isinstance(comm, RPCComm) and spec.size > 1:
-            comm = watchdog.comm = _socket_comm(comm, worker, spec.token)
-        comm.allreduce(_array_module(slab).zeros(1), "sum")  # NCCL connects on its first collective
+    with joined(spec.solve_id, spec.rank, spec.size, spec.comm, spec.abort_event, spec.token, worker,
+                _array_module(slab)) as comm:
         started = time.perf_counter()
         original, exponent = slab, _agreed_exponent(comm, slab)
         if exponent:  # a scaled copy (the slab may be the caller's own chunk)
@@ -494,19 +519,7 @@ def run_rank(slab, spec: RankSpec) -> RankResult | RankAborted | dict:
             stats=solver.stats.as_dict(), certificate=certificate, window=(entered, time.time()),
             scale_exponent=exponent,
         )
-    except CommAborted:  # another rank failed, or the client or the scheduler stopped the solve: the
-        return RankAborted(spec.rank)  # cause is reported there (a raise would log a traceback per rank)
-    except ConnectionError:
-        if watchdog.told():  # a peer closed its sockets because the solve was aborted
-            return RankAborted(spec.rank)
-        watchdog.signal()
-        raise
-    except BaseException:
-        watchdog.signal()
-        raise
-    finally:
-        watchdog.stop()
-        comm.close()
+    return RankAborted(spec.rank)
 
 
 def prepare_slab(block, maximize: bool, transpose: bool, dtype, offset: int = 0):

@@ -56,8 +56,9 @@ class PairSearch:
     """The engine's queries over the rows ``a`` and columns ``b`` (costs ``sign * metric``)."""
 
     def __init__(self, kernels, a, b, a_norms, b_norms, metric: str, p: float, sign: float, trees=None):
-        """``trees``: k-d trees over ``a`` and ``b`` as numbered (:func:`dlap.points.solve.spatial_order`'s),
-        to reuse where the queries' trees are over the points themselves (every metric but cosine)."""
+        """``trees``: k-d trees over ``a`` and ``b`` as numbered (:func:`dlap.points.solve.spatial_order`'s;
+        None for either: made where a query needs it), to reuse where the queries' trees are over
+        the points themselves (every metric but cosine)."""
         self.kernels = kernels
         self.metric, self.p, self.sign = METRIC_IDS[metric], p, sign
         self.shape = (a.shape[0], b.shape[0])
@@ -70,7 +71,9 @@ class PairSearch:
         self.a, self.b, self.a_norms, self.b_norms = a, b, a_norms, b_norms
         self._built = {}
         if self.trees and trees is not None and self.metric != METRIC_IDS["cosine"]:
-            self._built[id(a)], self._built[id(b)] = trees
+            for points, tree in zip((a, b), trees, strict=True):
+                if tree is not None:
+                    self._built[id(points)] = tree
         self.screened = (a.shape[1] >= SCREEN_MIN_DIM and self.metric in SCREENED
                          and isinstance(a, np.ndarray))  # host points: a GPU scans them faster
 

@@ -79,6 +79,13 @@ class Comm(ABC):
         without holding a core meanwhile (the host communicators' waits block already)."""
         return self.bcast(x, root)
 
+    def gatherv(self, x, sizes=None, root: int = 0):
+        """Every rank's 1-D ``x`` concatenated in rank order on rank ``root`` (None on the others;
+        ``sizes``: every rank's length, needed on ``root`` only). Here an :meth:`allgatherv` (of
+        the sizes, then the pieces); NCCL sends each piece to the root alone."""
+        gathered = self.allgatherv(x)
+        return gathered if self.rank == root else None
+
     def allgatherv(self, x, sizes=None):
         """Every rank's 1-D ``x`` (lengths may differ), concatenated in rank order: one padded
         all-gather, after one of the sizes unless the caller knows them (``sizes``: every rank's
@@ -222,6 +229,30 @@ class NCCLComm(Comm):
 
     def bcast_idle(self, x, root=0):
         return self.bcast(x, root, idle=True)
+
+    def gatherv(self, x, sizes=None, root=0):
+        x = self._cupy.ascontiguousarray(x)
+        kind = self._types[x.dtype]
+        if self.rank != root:
+            if x.size:
+                self._run(lambda s: self._comm.send(x.data.ptr, x.size, kind, root, s), x.nbytes)
+            return None
+        out = self._cupy.empty(sum(sizes), dtype=x.dtype)
+        ends = np.cumsum(sizes).tolist()
+        starts = [0, *ends[:-1]]
+        out[starts[root] : ends[root]] = x
+
+        def receive(stream):
+            self._nccl.groupStart()
+            try:
+                for r, (lo, hi) in enumerate(zip(starts, ends, strict=True)):
+                    if r != root and hi > lo:
+                        self._comm.recv(out[lo:].data.ptr, hi - lo, kind, r, stream)
+            finally:
+                self._nccl.groupEnd()
+
+        self._run(receive, 0)
+        return out
 
     def abort(self):
         """Abort the communicator (the watchdog's call, or a failing rank's) and forget it: the

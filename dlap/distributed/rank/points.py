@@ -61,16 +61,16 @@ class PointsRankResult:
     window: tuple = ()  # when the task started and ended, time.time() on the root's worker
 
 
-def run_points_rank(a, b, spec: PointsRankSpec, trees=None):
+def run_points_rank(a, b, trees, spec: PointsRankSpec):
     """The long task of one rank (pinned to its worker, pure=False): join the communicator, then
-    solve the core (the root; ``trees``: the k-d trees of ``a`` and ``b`` as numbered, see
-    :func:`dlap.points.solve.spatial_order`) or answer the root's queries. Returns the root's
+    solve the core (the root) or answer the root's queries. ``trees``: the k-d trees of ``a`` and
+    ``b`` as numbered (:func:`dlap.points.solve.spatial_order`'s), or None. Returns the root's
     :class:`PointsRankResult`, the others' timings, or :class:`~.engine.RankAborted`."""
     from distributed import get_worker
 
     entered = time.time()
     worker = get_worker()
-    blocks = RankBlocks(spec, a, b)
+    blocks = RankBlocks(spec, a, b, trees)
     xp = _comm_module(spec.comm)
     with joined(spec.solve_id, spec.rank, spec.size, spec.comm, spec.abort_event, spec.token, worker, xp) as comm:
         started = time.perf_counter()
@@ -125,11 +125,11 @@ def _comm_module(comm: tuple):
 
 class RankBlocks:
     """This rank's searches: its rows against every column, its columns against every row (made
-    at the first query that needs each), on its GPU where the spec's device says so
-    (:func:`dlap.device.device_for` by the block's pairs)."""
+    at the first query that needs each; ``trees``, those of ``a`` and ``b``, reused), on its GPU
+    where the spec's device says so (:func:`dlap.device.device_for` by the block's pairs)."""
 
-    def __init__(self, spec: PointsRankSpec, a, b):
-        self.spec, self.a, self.b = spec, a, b
+    def __init__(self, spec: PointsRankSpec, a, b, trees=None):
+        self.spec, self.a, self.b, self.trees = spec, a, b, trees
         self.rows = spec.row_bounds[spec.rank], spec.row_bounds[spec.rank + 1]
         self.cols = spec.col_bounds[spec.rank], spec.col_bounds[spec.rank + 1]
         self._made = {}
@@ -144,6 +144,7 @@ class RankBlocks:
             lo, hi = self.rows if side == 0 else self.cols
             mine, others = (self.a, self.b) if side == 0 else (self.b, self.a)
             mine = mine[lo:hi]
+            others_tree = None if self.trees is None else self.trees[1 - side]
             on = device_for(spec.device, False, mine.shape[0] * others.shape[0]) if spec.device != "cpu" else "cpu"
             if on == "gpu":
                 import cupy
@@ -151,7 +152,7 @@ class RankBlocks:
                 mine, others = cupy.asarray(mine), cupy.asarray(others)
             costs = PointCosts(mine, others, spec.metric, spec.exponent, on)
             self._made[side] = PairSearch(costs.kernels, costs.a, costs.b, costs.a_norms, costs.b_norms, spec.metric,
-                                          spec.exponent, spec.sign)
+                                          spec.exponent, spec.sign, (None, others_tree))
         return self._made[side]
 
     def sizes(self, side: int, per: int = 1) -> list[int]:
@@ -161,37 +162,39 @@ class RankBlocks:
 
 
 def answer(comm, xp, blocks: RankBlocks, header, u=None, v=None, rows=None):
-    """Every rank's part of one query (the same calls on every rank, in the same order); the
-    gathered answer, which the root keeps: each row's (column's) nearest, or the pricing's
-    counts and the violators kept, rank after rank."""
+    """Every rank's part of one query (the same calls on every rank, in the same order); on the
+    root, the gathered answer: each row's (column's) nearest, or the pricing's counts and the
+    violators kept, rank after rank (None on the others)."""
+    root = comm.rank == 0
     kind, k = int(header[0]), int(header[1])
     if kind in (NEAREST_COLUMNS, NEAREST_ROWS):
         side = 0 if kind == NEAREST_COLUMNS else 1
         index, cost = blocks.search(side).nearest_columns(k)
         sizes = blocks.sizes(side, k)
-        return (to_host(comm.allgatherv(xp.asarray(index.ravel()), sizes)).reshape(-1, k),
-                to_host(comm.allgatherv(xp.asarray(cost.ravel()), sizes)).reshape(-1, k))
+        index, cost = (comm.gatherv(xp.asarray(x.ravel()), sizes) for x in (index, cost))
+        return (to_host(index).reshape(-1, k), to_host(cost).reshape(-1, k)) if root else None
     n, m = blocks.a.shape[0], blocks.b.shape[0]
-    u = to_host(comm.bcast(xp.asarray(u) if u is not None else xp.empty(n), 0))
-    v = to_host(comm.bcast(xp.asarray(v) if v is not None else xp.empty(m), 0))
+    u = to_host(comm.bcast(xp.asarray(u) if root else xp.empty(n), 0))
+    v = to_host(comm.bcast(xp.asarray(v) if root else xp.empty(m), 0))
     lo, hi = blocks.rows
     part = None
     if header[4] >= 0:
-        asked = xp.asarray(rows) if rows is not None else xp.empty(int(header[4]), dtype=np.int64)
-        asked = to_host(comm.bcast(asked, 0))
+        asked = to_host(comm.bcast(xp.asarray(rows) if root else xp.empty(int(header[4]), dtype=np.int64), 0))
         part = asked[(asked >= lo) & (asked < hi)] - lo
     index, reduced = np.empty((hi - lo, k), dtype=np.int64), np.empty((hi - lo, k))
     count = np.zeros(hi - lo, dtype=np.int64)
     if part is None or part.size:
         blocks.search(0).price(u[lo:hi], v, float(header[2]), float(header[3]), index, reduced, count, part)
     kept = listed(count, k)
-    counts = to_host(comm.allgatherv(xp.asarray(count), blocks.sizes(0)))
-    bounds = blocks.spec.row_bounds
-    listed_per_rank = [int(np.minimum(counts[lo_:hi_], k).sum()) for lo_, hi_ in zip(bounds[:-1], bounds[1:],
-                                                                                      strict=True)]
-    found = to_host(comm.allgatherv(xp.asarray(index[kept]), listed_per_rank))
-    below = to_host(comm.allgatherv(xp.asarray(reduced[kept]), listed_per_rank))
-    return counts, found, below
+    counts = comm.gatherv(xp.asarray(count), blocks.sizes(0))
+    sizes = None
+    if root:
+        counts = to_host(counts)
+        bounds = blocks.spec.row_bounds
+        sizes = [int(np.minimum(counts[b_lo:b_hi], k).sum()) for b_lo, b_hi in zip(bounds[:-1], bounds[1:],
+                                                                                    strict=True)]
+    found, below = (comm.gatherv(xp.asarray(x[kept]), sizes) for x in (index, reduced))
+    return (counts, to_host(found), to_host(below)) if root else None
 
 
 def answer_queries(comm, xp, blocks: RankBlocks) -> None:
@@ -217,19 +220,22 @@ class RootSearch:
         self.comm.bcast(self.xp.asarray(header), 0)
         return header
 
+    def _answer(self, header, *args):
+        return answer(self.comm, self.xp, self.blocks, header, *args)
+
     def nearest_columns(self, k: int):
         """Each row's ``k`` cheapest columns and their costs."""
-        return answer(self.comm, self.xp, self.blocks, self._ask(NEAREST_COLUMNS, k))
+        return self._answer(self._ask(NEAREST_COLUMNS, k))
 
     def nearest_rows(self, k: int):
         """Each column's ``k`` cheapest rows and their costs."""
-        return answer(self.comm, self.xp, self.blocks, self._ask(NEAREST_ROWS, k))
+        return self._answer(self._ask(NEAREST_ROWS, k))
 
     def price(self, u, v, rtol: float, atol: float, index, reduced, count, rows=None) -> None:
         """:meth:`dlap.points.search.PairSearch.price` over every rank's block of rows."""
         k = index.shape[1]
         header = self._ask(PRICE, k, rtol, atol, rows)
-        counts, found, below = answer(self.comm, self.xp, self.blocks, header, u, v, rows)
+        counts, found, below = self._answer(header, u, v, rows)
         kept = listed(counts, k)
         count[:] = counts
         index[kept], reduced[kept] = found, below

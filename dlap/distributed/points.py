@@ -108,27 +108,27 @@ def _solve_on_ranks(client, problem: PointsProblem, maximize: bool, workers: lis
                              interrupted=lambda: stop_ranks(client, running, workers, abort)) as lease:
         registry.acquire(lock, lease)  # two solves never share a worker (each rank holds its worker's comm)
         points = client.scatter([side.a, side.b, problem.trees], workers=workers, broadcast=True, hash=False)
-        comm = comm_spec(client, workers, gpu and size > 1)
-        token = secrets.token_bytes(32)
-        specs = [PointsRankSpec(solve_id=solve_id, rank=r, size=size, row_bounds=_bounds(n, size),
-                                col_bounds=_bounds(m, size), metric=problem.metric, exponent=problem.exponent,
-                                sign=problem.sign(maximize), device=device if gpu else "cpu", comm=comm,
-                                candidates=problem.candidates, maximize=maximize,
-                                progress_topic=topic,
-                                abort_event=abort_name, token=token)
-                 for r in range(size)]
-        submitted = time.time()
-        running = futures = [
-            client.submit(run_points_rank, *points, spec, key=f"dlap-points-{solve_id}-{spec.rank}", workers=[w],
-                          allow_other_workers=False,
-                          pure=False, retries=0)
-            for spec, w in zip(specs, workers, strict=True)
-        ]
-        with watch(client, topic, progress):
-            wait_for_ranks(client, futures, workers, abort, solve_id=solve_id)
-        results = client.gather(futures)
-        gathered = time.time()
-        client.cancel(points)
+        try:
+            comm = comm_spec(client, workers, gpu and size > 1)
+            token = secrets.token_bytes(32)
+            specs = [PointsRankSpec(solve_id=solve_id, rank=r, size=size, row_bounds=_bounds(n, size),
+                                    col_bounds=_bounds(m, size), metric=problem.metric, exponent=problem.exponent,
+                                    sign=problem.sign(maximize), device=device if gpu else "cpu", comm=comm,
+                                    candidates=problem.candidates, maximize=maximize, progress_topic=topic,
+                                    abort_event=abort_name, token=token)
+                     for r in range(size)]
+            submitted = time.time()
+            running = futures = [
+                client.submit(run_points_rank, *points, spec, key=f"dlap-points-{solve_id}-{spec.rank}",
+                              workers=[w], allow_other_workers=False, pure=False, retries=0)
+                for spec, w in zip(specs, workers, strict=True)
+            ]
+            with watch(client, topic, progress):
+                wait_for_ranks(client, futures, workers, abort, solve_id=solve_id)
+            results = client.gather(futures)
+            gathered = time.time()
+        finally:
+            client.cancel(points)
         if any(isinstance(r, RankAborted) for r in results):  # the scheduler stopped it while no rank failed
             raise ended_by_the_scheduler(client, solve_id) or CommAborted(f"dlap: solve {solve_id} was aborted")
     root = results[0]

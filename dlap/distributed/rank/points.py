@@ -7,8 +7,8 @@ block of each: the nearest columns and the pricing of its rows, the nearest rows
 The root runs :func:`~dlap.points.core.solve_core` on its worker's thread team with a
 :class:`RootSearch`: each search over every pair is a query that the root broadcasts (a header:
 its kind and numbers; for pricing the duals and the rows to price), every rank answers it for its
-blocks, and the answers are gathered by all-gathers of the communicator (NCCL between GPU
-workers, sockets between CPU ones), never through the scheduler. The other ranks answer queries
+blocks, and the answers are gathered to the root by the communicator (NCCL between GPU workers,
+sockets between CPU ones), never through the scheduler. The other ranks answer queries
 (:func:`answer_queries`) until the root's last, ``DONE``.
 """
 
@@ -77,12 +77,12 @@ def run_points_rank(a, b, trees, spec: PointsRankSpec):
         if spec.rank != 0:
             answer_queries(comm, xp, blocks)
             return {"rank": spec.rank, "seconds": time.perf_counter() - started, "communication": comm.seconds}
-        solution, stats = solve_at_the_root(comm, xp, blocks, spec, a, b, trees, worker)
+        solution, stats = solve_at_the_root(comm, xp, blocks, worker)
         return PointsRankResult(solution, stats, window=(entered, time.time()))
     return RankAborted(spec.rank)
 
 
-def solve_at_the_root(comm, xp, blocks: RankBlocks, spec: PointsRankSpec, a, b, trees, worker):
+def solve_at_the_root(comm, xp, blocks: RankBlocks, worker):
     """The root's part: :func:`~dlap.points.core.solve_core` on this worker's thread team, its
     searches over every pair through :class:`RootSearch`; its progress as worker events on the
     solve's topic (the client's bar, the dashboard's dlap page: rounds and violators). Returns
@@ -92,6 +92,7 @@ def solve_at_the_root(comm, xp, blocks: RankBlocks, spec: PointsRankSpec, a, b, 
     from ...points.solve import coarse_pairs
     from ...threads import solve_threads
 
+    spec, a, b, trees = blocks.spec, blocks.a, blocks.b, blocks.trees
     costs = PointCosts(a, b, spec.metric, spec.exponent, "cpu")
     search = RootSearch(comm, xp, blocks, PairSearch(costs.kernels, a, b, costs.a_norms, costs.b_norms, spec.metric,
                                                      spec.exponent, spec.sign, trees))

@@ -11,7 +11,8 @@ verdict are written to a Zarr store.
 gathers the points once (n x d values) and sends them to the workers; one of them solves the
 sparse core between the pricing rounds;
 the dashboard's ``dlap`` page shows the rounds and violators. One JSON line goes to stdout: the
-sizes, the objective, the seconds of each step, the pricing rounds, the workers and the verdict.
+sizes, the objective, the seconds of each step, the pricing rounds, the workers, the threads of the
+core solve and the verdict.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def main(argv=None) -> int:
                       "objective": result.objective, "optimal": bool(certificate.optimal), "made_s": round(made, 3),
                       "solve_s": round(solved, 3), "verify_s": round(verified, 3),
                       "pricing_rounds": counts.get("pricing_rounds"), "workers": counts.get("workers"),
+                      "threads": result.stats.threads,
                       "phase_seconds": {k: round(v, 3) for k, v in result.stats.phase_seconds.items()},
                       "out": args.out}))
     return 0 if certificate.optimal else 1

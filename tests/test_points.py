@@ -100,6 +100,25 @@ def test_searches_through_the_implicit_rows_leave_feasible_duals(seed):
     _check(a, b, candidates=2, device="cpu")
 
 
+def test_a_search_through_the_implicit_rows_reaches_no_column_beyond_the_nearest_free_one():
+    """Row 0 (free) reaches column 0, held by an implicit row at the top price 0 (as is column 1);
+    through the implicit rows column 2 (free, -1) is 1 away, column 3 (row 1's, -3) 3 and column 4
+    (free, -5) 5: the search takes column 2 and reaches neither 3 nor 4 (it reached every column
+    before)."""
+    from dlap.backends.cpu import points as module
+
+    indptr, indices, costs = np.array([0, 1, 2]), np.array([0, 3], dtype=np.int32), np.array([0.5, 1.0])
+    u, v = np.array([0.5, 4.0]), np.array([0.0, 0.0, -1.0, -3.0, -5.0])
+    col4row, row4col = np.array([-1, 3]), np.array([-1, -1, -1, 1, -1])
+    counters = np.zeros(3, dtype=np.int64)
+    stuck = module.augment_rows(indptr, indices, costs, u, v, col4row, row4col, np.array([0]),
+                                np.empty(2, dtype=np.int64), counters, np.iinfo(np.int64).max)
+    assert stuck == -1 and col4row.tolist() == [0, 3] and row4col.tolist() == [0, -1, -1, 1, -1]
+    assert counters[1] == 3  # columns 0, 1 and 2
+    _assert_tight_and_feasible(indptr, indices, costs, u, v, col4row)
+    assert v[2] == v.max() == 0.0  # column 2 is held at the top price now
+
+
 @pytest.mark.parametrize("n, m", [(300, 300), (200, 350), (350, 200)])
 def test_larger_sets_with_one_candidate_each(n, m):
     """k = 1: the first core is a forest; dead ends and pricing rounds make up the rest, rows let

@@ -520,14 +520,18 @@ def shortest_path(indptr, indices, costs, u, v, row4col, start, top, at_top, spa
         if v[j] < top or at_top > spare:
             sink = j
             break
-        # j is held by an implicit row: the held columns are reached at once, the others at top - v
+        # j is held by an implicit row: the held columns are reached at once, the others at top - v;
+        # those beyond the nearest free column that way can never precede it (left unreached)
         through, i = j, -1
+        for k in range(m):
+            if not done[k] and row4col[k] < 0 and v[k] < top:
+                nearest_free = min(nearest_free, base + max(top - v[k], 0.0))
         for k in range(m):
             if done[k]:
                 continue
             held = row4col[k] < 0 and v[k] >= top
             r = base if held else base + max(top - v[k], 0.0)
-            if r < dist[k] or held:
+            if (r < dist[k] and r <= nearest_free) or held:
                 if dist[k] == np.inf:
                     touched[n_touched] = k
                     n_touched += 1

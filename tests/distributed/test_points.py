@@ -1,5 +1,6 @@
-"""``dlap.distributed.solve_points`` on real LocalClusters: the searches over every pair on the workers,
-the optimum :func:`dlap.solve_points` and scipy find, scipy's errors, the workers' state dropped."""
+"""``dlap.distributed.solve_points`` on real LocalClusters: the ranks' searches over every pair gathered
+at the root, the optimum :func:`dlap.solve_points` and scipy find, scipy's errors, one task a rank,
+a dead worker or a paused client ending the solve and not the cluster."""
 
 import os
 import signal

@@ -119,6 +119,16 @@ def test_a_search_through_the_implicit_rows_reaches_no_column_beyond_the_nearest
     assert v[2] == v.max() == 0.0  # column 2 is held at the top price now
 
 
+def test_a_rectangular_core_on_a_plateau_ends_its_later_auctions_finer():
+    """Uniform sets of unequal sizes, either way round, and clustered ones: after the first
+    auction many assigned columns are priced at the unassigned ones' top price (the surplus is
+    everywhere), so the later auctions end at PLATEAU_LAST_EPS; shifted clouds' surplus lies
+    apart, and their auctions end as before. Every answer is scipy's."""
+    for family, n, m in (("uniform", 600, 720), ("uniform", 720, 600), ("clustered", 600, 720)):
+        assert _check(*generate.points(family, n, m, seed=1)).stats.phase_counts["plateau"] == 1
+    assert "plateau" not in _check(*generate.points("shifted", 600, 720, seed=1)).stats.phase_counts
+
+
 @pytest.mark.parametrize("n, m", [(300, 300), (200, 350), (350, 200)])
 def test_larger_sets_with_one_candidate_each(n, m):
     """k = 1: the first core is a forest; dead ends and pricing rounds make up the rest, rows let

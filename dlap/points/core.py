@@ -62,6 +62,14 @@ ARR_STEPS_PER_ROW = 8
 AUCTION_FIRST_EPS = 0.25
 AUCTION_LAST_EPS = 1e-6
 AUCTION_EPS_FACTOR = 6.0
+#: a rectangular core whose first auction leaves more than ``PLATEAU_SHARE`` of its assigned
+#: columns priced within ``PLATEAU_WIDTH`` times its last ε of the top (the unassigned columns'
+#: price) is on a plateau, where a search through the implicit rows settles every such column
+#: nearer than the free column it ends at: its later auctions end at ``PLATEAU_LAST_EPS``
+#: (docs/benchmarks.md, "The plateau at the top price")
+PLATEAU_SHARE = 0.01
+PLATEAU_WIDTH = 10.0
+PLATEAU_LAST_EPS = 1e-7
 #: where the coarse problem says to price early (:class:`dlap.points.coarse.Transport`), the first
 #: auction stops at this share of the costs' spread for a pricing pass, and goes on from it with
 #: the violators in the core (uniform Euclidean points on 2 cores: n = 10^6 119 -> 102 s, 443 ->
@@ -255,12 +263,16 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
         while (short := _auction(core, solution, square, counts, last_share=last)) is not None and short.size:
             _make_matchable(search, core, solution, counts, short)  # the nearest neighbours match not every row
             solution.start(core)
+        finer = None
+        if not square and _on_a_plateau(core, solution, PLATEAU_WIDTH * (last or AUCTION_LAST_EPS)):
+            finer = PLATEAU_LAST_EPS
+            counts["plateau"] = 1
     if early:
         with _timed("pricing"):
             counts["early_violators"], *pairs = _price(search, core, solution, violators)
         with _timed("core_solve"):
-            if _auction(core, solution, square, counts, first_share=EARLY_PRICING_EPS, matchable=short is None) \
-                    is not None:
+            if _auction(core, solution, square, counts, first_share=EARLY_PRICING_EPS, last_share=finer,
+                        matchable=short is None) is not None:
                 _restart(core, solution, square, counts, *pairs)  # (its guard stopped it: repaired instead)
     with _timed("core_solve"):
         _assign_all(search, core, solution, square, counts)
@@ -284,7 +296,7 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
             counts["largest_duals"] = counts.get("largest_duals", 0) + 1
             continue
         with _timed("core_solve"):
-            auction_bids = _resume(search, core, solution, square, counts, rows, cols, costs, auction_bids)
+            auction_bids = _resume(search, core, solution, square, counts, rows, cols, costs, auction_bids, finer)
         polished = False
     else:
         raise RuntimeError(f"dlap internal error: the sparse core did not settle in {MAX_ROUNDS} pricing rounds")
@@ -391,6 +403,17 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     return None
 
 
+def _on_a_plateau(core, solution, width: float) -> bool:
+    """Whether more than ``PLATEAU_SHARE`` of the assigned columns are priced within ``width`` (a
+    share of the core's spread of costs) of the highest price (:data:`PLATEAU_SHARE`)."""
+    costs = core.csr()[2]
+    if not costs.size:
+        return False
+    v, assigned = solution.v, solution.row4col >= 0
+    near = v >= v.max() - width * float(costs.max() - costs.min())
+    return bool(np.count_nonzero(assigned & near) > PLATEAU_SHARE * np.count_nonzero(assigned))
+
+
 #: a square core's auction needs no edges by column
 _NO_COLUMNS = (np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int32), np.empty(0))
 
@@ -418,13 +441,15 @@ def _largest_magnitude(x) -> float:
     return float(np.abs(x).max()) if x.size else 0.0
 
 
-def _resume(search, core, solution, square, counts, rows, cols, costs, auction_bids: int) -> int:
+def _resume(search, core, solution, square, counts, rows, cols, costs, auction_bids: int,
+            last_share: float | None = None) -> int:
     """Solve the core grown by the pairs ``rows``, ``cols`` (costs ``costs``), warm: where few rows
     have new pairs, by letting go the rows the new pairs undercut and searching for them again,
     unless the searches cost more than an auction (``auction_bids``, the latest one's bids:
     :data:`SEARCH_COLUMN_BIDS`); else, or then, by the auction from the prices, from ε = the
-    pairs' largest violation (where it gives up, keeping the solution it started from, by
-    letting the rows go). Returns the latest auction's bids."""
+    pairs' largest violation down to ``last_share`` of the spread (default ``AUCTION_LAST_EPS``;
+    where it gives up, keeping the solution it started from, by letting the rows go). Returns
+    the latest auction's bids."""
     if np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows:
         saved = solution.copy()
         _restart(core, solution, square, counts, rows, cols, costs)
@@ -433,8 +458,8 @@ def _resume(search, core, solution, square, counts, rows, cols, costs, auction_b
         solution.take(saved)
         counts["repairs_abandoned"] = counts.get("repairs_abandoned", 0) + 1
     before = counts.get("auction_bids", 0)
-    if _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs), matchable=True) \
-            is not None:
+    if _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs), last_share=last_share,
+                matchable=True) is not None:
         _restart(core, solution, square, counts, rows, cols, costs)
     _assign_all(search, core, solution, square, counts)
     return counts.get("auction_bids", 0) - before or auction_bids

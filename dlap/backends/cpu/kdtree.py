@@ -332,7 +332,7 @@ def reduced_minima(tree, ceilings, a, b, na, nb, metric, p, sign, scale, w, low,
             error[i] = best_error if np.isfinite(best) else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _reduced_bound(x, box_low, box_high, node, metric, p, sign, scale, ceilings):
     """A lower bound on ``d - w`` over box ``node``: its cost bound scaled, less its largest
     ``w``, two roundings down."""

@@ -103,7 +103,13 @@ def slab_bounds(source: Source, axis: int, n_ranks: int) -> tuple[int, ...]:
         chunks = source.array.chunks
         if len(chunks[axis]) == n_ranks and len(chunks[1 - axis]) == 1:
             return tuple(int(b) for b in chunk_edges(source)[axis])
-    return tuple(int(b) for b in np.linspace(0, extent, n_ranks + 1).round().astype(int))
+    return even_bounds(extent, n_ranks)
+
+
+def even_bounds(extent: int, parts: int) -> tuple[int, ...]:
+    """Boundaries of ``parts`` blocks of ``[0, extent)`` as even as can be: block r is
+    ``[bounds[r], bounds[r + 1])``."""
+    return tuple(int(b) for b in np.linspace(0, extent, parts + 1).round().astype(int))
 
 
 def chunk_holders(client, source: Source) -> dict[tuple[int, int], str] | None:

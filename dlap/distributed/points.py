@@ -22,12 +22,11 @@ import secrets
 import time
 import uuid
 
-import numpy as np
-
 from ..options import DEVICES, check_choice
 from ..points.metrics import Metric
 from ..points.solve import PointsProblem
 from .cluster import connected, worker_addresses
+from .data import even_bounds
 from .progress import watch
 from .rank.comm import CommAborted
 from .rank.engine import RankAborted
@@ -111,8 +110,8 @@ def _solve_on_ranks(client, problem: PointsProblem, maximize: bool, workers: lis
         try:
             comm = comm_spec(client, workers, gpu and size > 1)
             token = secrets.token_bytes(32)
-            specs = [PointsRankSpec(solve_id=solve_id, rank=r, size=size, row_bounds=_bounds(n, size),
-                                    col_bounds=_bounds(m, size), metric=problem.metric, exponent=problem.exponent,
+            specs = [PointsRankSpec(solve_id=solve_id, rank=r, size=size, row_bounds=even_bounds(n, size),
+                                    col_bounds=even_bounds(m, size), metric=problem.metric, exponent=problem.exponent,
                                     sign=problem.sign(maximize), device=device if gpu else "cpu", comm=comm,
                                     candidates=problem.candidates, maximize=maximize, progress_topic=topic,
                                     abort_event=abort_name, token=token)
@@ -140,11 +139,6 @@ def _solve_on_ranks(client, problem: PointsProblem, maximize: bool, workers: lis
     stats.phase_seconds["rank_return"] = gathered - root.window[1]
     stats.device = f"{size} x {'gpu' if gpu else 'cpu'}"
     return root.solution
-
-
-def _bounds(length: int, size: int) -> tuple[int, ...]:
-    """Block boundaries: rank r searches ``[bounds[r], bounds[r + 1])``, as even as can be."""
-    return tuple(np.linspace(0, length, size + 1).astype(np.int64).tolist())
 
 
 def _local(points, client):

@@ -373,7 +373,7 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     from ..backends.cpu import points as core_kernels
 
     indptr, indices, costs = core.csr()
-    span = float(costs.max() - costs.min()) if costs.size else 0.0
+    span = _spread(costs)
     if span == 0.0:
         return None
     last = (AUCTION_LAST_EPS if last_share is None else last_share) * span
@@ -403,14 +403,16 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     return None
 
 
+def _spread(costs) -> float:
+    """The spread of the core's costs (0 where it has none), the unit of the auction's ε."""
+    return float(costs.max() - costs.min()) if costs.size else 0.0
+
+
 def _on_a_plateau(core, solution, width: float) -> bool:
     """Whether more than ``PLATEAU_SHARE`` of the assigned columns are priced within ``width`` (a
     share of the core's spread of costs) of the highest price (:data:`PLATEAU_SHARE`)."""
-    costs = core.csr()[2]
-    if not costs.size:
-        return False
     v, assigned = solution.v, solution.row4col >= 0
-    near = v >= v.max() - width * float(costs.max() - costs.min())
+    near = v >= v.max() - width * _spread(core.csr()[2])
     return bool(np.count_nonzero(assigned & near) > PLATEAU_SHARE * np.count_nonzero(assigned))
 
 

@@ -140,6 +140,32 @@ def test_larger_sets_with_one_candidate_each(n, m):
     assert n == m or counts["rows_let_go"] >= 1
 
 
+def test_a_square_cores_sunk_prices_are_raised_together():
+    """Every bid lowers a price, so over many warm auctions a square core's prices sink (k = 1
+    sets on a team: to -1e5 beside costs of 1e-3, whose rounding the certificate then found).
+    An auction that leaves them all more than a spread of the costs below 0 raises them together
+    until the highest is 0: the matching stays, each matched pair tight, every edge feasible."""
+    from dlap.points.core import CoreSolution, SparseCore, _auction
+
+    rng = np.random.default_rng(3)
+    n, k = 400, 6
+    core = SparseCore(n, n)
+    rows = np.repeat(np.arange(n), k + 1)
+    cols = np.concatenate([rng.integers(0, n, (n, k)), np.arange(n)[:, None]], axis=1).ravel()
+    core.add(rows, cols, rng.random(rows.size) * 1e-3)
+    solution = CoreSolution(n, n)
+    solution.start(core)
+    assert _auction(core, solution, True, {}) is None
+    sunk = solution.copy()
+    sunk.v -= 1e5
+    sunk.u += 1e5
+    solution.take(sunk)
+    assert _auction(core, solution, True, {}, first_eps=1e-7) is None
+    assert solution.v.max() == 0.0
+    indptr, indices, costs = core.csr()
+    _assert_tight_and_feasible(indptr, indices, costs, solution.u, solution.v, solution.col4row)
+
+
 @pytest.mark.parametrize("n, m, candidates", [(250, 250, 32), (300, 200, 4), (150, 220, 3)])
 def test_shifted_clouds_whose_neighbours_match_no_row_set(n, m, candidates):
     """Two clouds half a side apart: each point's nearest neighbours crowd onto the other

@@ -57,6 +57,11 @@ PRICING_RTOL = 1e-12
 PRICE_EVERY_ROW_SHARE = 0.5
 #: bids of the augmenting row reduction per free row before the shortest paths take over
 ARR_STEPS_PER_ROW = 8
+#: a square core's prices all sunk below this many spreads of its costs after an auction are
+#: raised together until the highest is 0 (the rows' duals fall as much): every bid lowers a
+#: price, and over many warm auctions (k = 1, tens of pricing rounds) they sank to -1e5 beside
+#: costs of 1e-3, whose rounding the certificate then found in the polished duals (#36)
+SUNK_PRICES = 1.0
 #: the auction's first and last ε, as shares of the spread of the core's costs, and the factor between
 #: phases (uniform points: the bids hardly change from 0.05 to 1, 1e-4 to 1e-6, 4 to 10)
 AUCTION_FIRST_EPS = 0.25
@@ -395,6 +400,8 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
         return reached[: counters[2]]
     if solution.whole:
         np.floor(v, out=v)  # still at most 0, and 0 where a column is unassigned
+    if square and v.size and v.max() < -SUNK_PRICES * span:
+        v -= v.max()  # a square core's duals keep their sums when shifted: kept near the costs' magnitude
     if not square:
         core_kernels.tighten_by_column_duals(indptr, indices, costs, *by_column, v, col4row, 0.0)
     core_kernels.release_loose_rows(indptr, indices, costs, v, col4row, row4col, 0.0)

@@ -655,6 +655,36 @@ def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties, core_threa
         assert sorted(reached[: counters[2]].tolist()) == short
 
 
+def test_a_square_cores_first_phase_chases_on_the_team(monkeypatch, core_threads):
+    """On a team, a square core's first phase (before the auction knows that every row can be
+    matched) chases displaced rows too, so no free row is left to the serial bids: where it swept
+    instead, the last free rows' price wars ran on one thread (docs/benchmarks.md, "Chasing from
+    the first phase"). Every row still ends within the last ε of its cheapest column."""
+    from dlap.backends.cpu import points as module
+    from dlap.backends.cpu.points import release_loose_rows
+
+    if core_threads == 1:
+        pytest.skip("one thread bids serially")
+    left = []
+    serial = module.auction_phase
+
+    def counting(indptr, indices, costs, v, col4row, *args):
+        left.append(int(np.count_nonzero(col4row < 0)))
+        return serial(indptr, indices, costs, v, col4row, *args)
+
+    monkeypatch.setattr(module, "auction_phase", counting)
+    n = 3000
+    indptr, indices, costs = _random_core(n, 8, seed=7, ties=False)
+    v, col4row, row4col = np.zeros(n), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    counters, reached = np.zeros(3, dtype=np.int64), np.empty(n, dtype=np.int64)
+    assert module.scaled_auction(indptr, indices, costs, *_NO_COLUMNS, v, col4row, row4col, 25.0, 1e-4, 6.0, 100.0,
+                                 20 * n, 1000 * n, reached, counters)
+    assert left and left == [0] * len(left)
+    assert np.array_equal(np.sort(col4row), np.arange(n))
+    rounding = 1e-12 * (np.abs(v).max() + np.abs(costs).max())
+    assert release_loose_rows(indptr, indices, costs, v, col4row, row4col, 1e-4 + rounding) == 0
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_contending_threads_keep_eps_slackness(seed, core_threads):
     """Rows next to each other share their columns (a band of 17 columns, costs 0 to 3: price

@@ -1045,7 +1045,11 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     each free row takes its cheapest column ``c - v``, lowering its price by the gap to its second
     cheapest plus ε and displacing its holder (a row with one edge bids ``lone_gap`` plus ε, at
     least the spread of the costs); on a thread team and a graph of at least ``TEAM_AUCTION_ROWS``
-    rows the team bids first (:func:`bid_in_parallel`), then one thread bids for the rows left
+    rows the team bids first (:func:`bid_in_parallel`: chasing displaced rows once every row has
+    been matched, and on a square graph from the first phase on, where the sweeps left the last
+    free rows' price wars to one thread; the chase of a Hall violator's war ends at the phase's
+    ``check_after`` bids; a rectangular graph's first phase sweeps, which measured faster there:
+    docs/benchmarks.md, "Chasing from the first phase"), then one thread bids for the rows left
     (:func:`auction_phase`: Gauss-Seidel, one free row at a time); on a rectangular graph (fewer
     rows than columns, each row's columns ascending) the unassigned columns then bid in reverse
     (:func:`reverse_auction`, on the team where the forward bids start there; the graph's columns
@@ -1060,15 +1064,16 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     has been matched."""
     team = numba.get_num_threads() > 1 and indptr.shape[0] - 1 >= TEAM_AUCTION_ROWS
     locks = np.zeros(v.shape[0], dtype=np.int64) if team else None  # the columns' (the rows' in reverse: n <= m)
+    square = indptr.shape[0] - 1 == v.shape[0]
     matchable = matchable or bool(np.all(col4row >= 0))
     while True:
         release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps)
         bids = bid_on_the_team(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, locks,
-                               bid_limit if matchable else min(check_after, bid_limit), matchable) if team else 0
+                               bid_limit if matchable else min(check_after, bid_limit), matchable or square) if team else 0
         if not auction_phase(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, check_after, bid_limit,
                              matchable, bids, reached, counters):
             return False
-        if indptr.shape[0] - 1 < v.shape[0]:
+        if not square:
             reversed_bids = reverse_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row,
                                             row4col, eps, bid_limit, locks)
             if reversed_bids < 0:
@@ -1083,9 +1088,9 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
 
 def bid_on_the_team(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, locks, budget, chase) -> int:
     """The free rows' bids of one ε-phase on the thread team (:func:`bid_in_parallel`), at most
-    ``budget``: chasing the rows they displace, or (before every row has been matched once) in
-    sweeps, each of the rows the one before displaced, down to ``TEAM_SWEEP_ROWS`` of them. Returns
-    how many bids were made; the rows left free are the serial bids' (:func:`auction_phase`)."""
+    ``budget``: chasing the rows they displace, or in sweeps, each of the rows the one before
+    displaced, down to ``TEAM_SWEEP_ROWS`` of them. Returns how many bids were made; the rows
+    left free are the serial bids' (:func:`auction_phase`)."""
     rows = np.flatnonzero(col4row < 0)
     displaced = np.empty(0 if chase else rows.shape[0], dtype=np.int64)
     shared = np.zeros(5, dtype=np.int64)

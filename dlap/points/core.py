@@ -59,8 +59,8 @@ PRICE_EVERY_ROW_SHARE = 0.5
 ARR_STEPS_PER_ROW = 8
 #: a square core's prices all sunk below this many spreads of its costs after an auction are
 #: raised together until the highest is 0 (the rows' duals fall as much): every bid lowers a
-#: price, and over many warm auctions (k = 1, tens of pricing rounds) they sank to -1e5 beside
-#: costs of 1e-3, whose rounding the certificate then found in the polished duals (#36)
+#: price, and over many warm auctions (few candidates, tens of pricing rounds) they sank until
+#: float64 lost the costs beside them (issue 36)
 SUNK_PRICES = 1.0
 #: the auction's first and last ε, as shares of the spread of the core's costs, and the factor between
 #: phases (uniform points: the bids hardly change from 0.05 to 1, 1e-4 to 1e-6, 4 to 10)

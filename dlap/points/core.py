@@ -227,7 +227,7 @@ class CoreSolution:
 
 
 def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progress=None,
-               whole: bool = False, coarse=None) -> CoreSolution:
+               whole: bool = False, coarse=None, interrupt=None) -> CoreSolution:
     """The exact assignment of every row (n <= m) to the columns of the costs ``search`` answers
     for (:class:`dlap.points.search.PairSearch`: ``shape``, ``nearest_columns``, ``nearest_rows``,
     ``price``, ``pair_costs``, ``nearest_among``); see the module docstring. ``progress``
@@ -235,7 +235,10 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
     at most 2**51 in magnitude), and the duals are kept whole: the auction's prices are rounded
     down before the exact solve, whose shortest paths keep them whole. ``coarse``: a callable
     giving the coarse problem's :class:`dlap.points.coarse.Transport`: more pairs (rows, columns)
-    for the first core, and whether to price once at ``EARLY_PRICING_EPS`` of the first auction."""
+    for the first core, and whether to price once at ``EARLY_PRICING_EPS`` of the first auction.
+    ``interrupt``: called between the auction's phases and between the searches' passes, where
+    the core solve works alone for long; it raises to end the solve (a Dask solve's root: the
+    solve was aborted)."""
     from ..backends.cpu import points as core_kernels
 
     n, m = search.shape
@@ -265,7 +268,8 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
     with _timed("core_solve"):
         solution.start(core)
         last = EARLY_PRICING_EPS if early else None
-        while (short := _auction(core, solution, square, counts, last_share=last)) is not None and short.size:
+        while (short := _auction(core, solution, square, counts, last_share=last,
+                                 interrupt=interrupt)) is not None and short.size:
             _make_matchable(search, core, solution, counts, short)  # the nearest neighbours match not every row
             solution.start(core)
         finer = None
@@ -277,10 +281,10 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
             counts["early_violators"], *pairs = _price(search, core, solution, violators)
         with _timed("core_solve"):
             if _auction(core, solution, square, counts, first_share=EARLY_PRICING_EPS, last_share=finer,
-                        matchable=short is None) is not None:
+                        matchable=short is None, interrupt=interrupt) is not None:
                 _restart(core, solution, square, counts, *pairs)  # (its guard stopped it: repaired instead)
     with _timed("core_solve"):
-        _assign_all(search, core, solution, square, counts)
+        _assign_all(search, core, solution, square, counts, interrupt=interrupt)
     auction_bids = counts.get("auction_bids", 0)
     polished = False
     priced = PricedDuals()
@@ -301,7 +305,8 @@ def solve_core(search, stats: Stats, candidates: int = DEFAULT_CANDIDATES, progr
             counts["largest_duals"] = counts.get("largest_duals", 0) + 1
             continue
         with _timed("core_solve"):
-            auction_bids = _resume(search, core, solution, square, counts, rows, cols, costs, auction_bids, finer)
+            auction_bids = _resume(search, core, solution, square, counts, rows, cols, costs, auction_bids, finer,
+                                   interrupt)
         polished = False
     else:
         raise RuntimeError(f"dlap internal error: the sparse core did not settle in {MAX_ROUNDS} pricing rounds")
@@ -366,7 +371,7 @@ def _price(search, core, solution, violators, priced: PricedDuals | None = None,
 
 
 def _auction(core, solution, square: bool, counts, first_eps: float | None = None, first_share: float | None = None,
-             last_share: float | None = None, matchable: bool = False) -> np.ndarray | None:
+             last_share: float | None = None, matchable: bool = False, interrupt=None) -> np.ndarray | None:
     """Prices from Bertsekas' ε-scaling auction on the core (forward and, on a rectangular matrix,
     reverse), from the solution's prices and matching, ε from ``first_eps`` (else ``first_share``
     of the costs' spread, default ``AUCTION_FIRST_EPS``) down to ``last_share`` of it (default
@@ -374,7 +379,8 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     None). Where the auction finds no perfect matching of the core, it returns rows the core gives
     fewer columns than themselves, the solution's matching then the auction's (for
     :func:`_make_matchable` to go on from); where its guard stopped it, none, the solution as it was.
-    ``matchable``: the core is known to match every row (an auction matched fewer of its edges)."""
+    ``matchable``: the core is known to match every row (an auction matched fewer of its edges).
+    ``interrupt``: called before each phase (:func:`solve_core`)."""
     from ..backends.cpu import points as core_kernels
 
     indptr, indices, costs = core.csr()
@@ -391,7 +397,8 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
     by_column = _NO_COLUMNS if square else core.csc()
     settled = core_kernels.scaled_auction(indptr, indices, costs, *by_column, v, col4row, row4col, first, last,
                                           AUCTION_EPS_FACTOR, span, AUCTION_CHECK_BIDS_PER_ROW * core.n_rows,
-                                          AUCTION_BIDS_PER_ROW * core.n_rows, reached, counters, matchable)
+                                          AUCTION_BIDS_PER_ROW * core.n_rows, reached, counters, matchable,
+                                          interrupt)
     counts["auction_bids"] = counts.get("auction_bids", 0) + int(counters[0])
     counts["auction_phases"] = counts.get("auction_phases", 0) + int(counters[1])
     if not settled:
@@ -451,7 +458,7 @@ def _largest_magnitude(x) -> float:
 
 
 def _resume(search, core, solution, square, counts, rows, cols, costs, auction_bids: int,
-            last_share: float | None = None) -> int:
+            last_share: float | None = None, interrupt=None) -> int:
     """Solve the core grown by the pairs ``rows``, ``cols`` (costs ``costs``), warm: where few rows
     have new pairs, by letting go the rows the new pairs undercut and searching for them again,
     unless the searches cost more than an auction (``auction_bids``, the latest one's bids:
@@ -462,15 +469,15 @@ def _resume(search, core, solution, square, counts, rows, cols, costs, auction_b
     if np.unique(rows).shape[0] <= WARM_AUCTION_SHARE * core.n_rows:
         saved = solution.copy()
         _restart(core, solution, square, counts, rows, cols, costs)
-        if _assign_all(search, core, solution, square, counts, auction_bids // SEARCH_COLUMN_BIDS):
+        if _assign_all(search, core, solution, square, counts, auction_bids // SEARCH_COLUMN_BIDS, interrupt):
             return auction_bids
         solution.take(saved)
         counts["repairs_abandoned"] = counts.get("repairs_abandoned", 0) + 1
     before = counts.get("auction_bids", 0)
     if _auction(core, solution, square, counts, _largest_violation(solution, rows, cols, costs), last_share=last_share,
-                matchable=True) is not None:
+                matchable=True, interrupt=interrupt) is not None:
         _restart(core, solution, square, counts, rows, cols, costs)
-    _assign_all(search, core, solution, square, counts)
+    _assign_all(search, core, solution, square, counts, interrupt=interrupt)
     return counts.get("auction_bids", 0) - before or auction_bids
 
 
@@ -484,11 +491,11 @@ def _restart(core, solution, square, counts, rows, cols, costs) -> None:
     counts["rows_let_go"] = counts.get("rows_let_go", 0) + solution.repair(rows, cols, costs, square)
 
 
-def _assign_all(search, core, solution, square, counts, budget: int | None = None) -> bool:
+def _assign_all(search, core, solution, square, counts, budget: int | None = None, interrupt=None) -> bool:
     """Augment every free row; where a search finds no free column, join the rows it reached to
     their nearest free columns and go on. The core is solved on the host, whichever device
     computes the costs. Returns False where the searches passed ``budget`` columns reached (the
-    rows not searched yet are left free)."""
+    rows not searched yet are left free). ``interrupt``: called before each pass (:func:`solve_core`)."""
     from ..backends.cpu import points as core_kernels
 
     counters = np.zeros(3, dtype=np.int64)
@@ -496,6 +503,8 @@ def _assign_all(search, core, solution, square, counts, budget: int | None = Non
     budget = np.iinfo(np.int64).max if budget is None else budget
     stuck = -1
     while True:
+        if interrupt is not None:
+            interrupt()
         free = np.flatnonzero(solution.col4row < 0)
         if not free.size:
             break

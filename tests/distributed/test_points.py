@@ -211,6 +211,52 @@ def test_a_worker_that_dies_ends_its_solve_and_the_cluster_goes_on():
         assert dd.solve_points(*small, client=c).objective == dlap.solve_points(*small, device="cpu").objective
 
 
+def test_an_ended_solve_frees_the_roots_worker_during_its_core_solve():
+    """The root works alone in its core solve for long (here an auction of about 78,000 phases:
+    the ε factor between them 1.0001 on the workers); a rank's worker killed meanwhile ends the
+    solve, and the root, which asks between its phases whether the solve was aborted, frees its
+    worker at once, so the next solve runs (it used to go on until its next query, at the end of
+    that auction, minutes later, and the next solve's root task waited for it)."""
+    import threading
+
+    import dlap.points.core as core_module
+
+    a, b = generate.points("uniform", 20000, 20000, seed=9)
+    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as c:
+        workers = sorted(c.scheduler_info()["workers"])
+        c.run(setattr, core_module, "AUCTION_EPS_FACTOR", 1.0001)
+        c.run(setattr, coarse, "MIN_ROWS", 10**9)  # no coarse problem: its auction would be slowed too
+        in_core, outcome = threading.Event(), {}
+
+        def heard(update):
+            if update.stage == "core solve":
+                in_core.set()
+
+        def solve():
+            try:
+                dd.solve_points(a, b, client=c, workers=workers, progress=heard)
+            except Exception as e:  # the test checks what it was
+                outcome["error"] = e
+
+        thread = threading.Thread(target=solve)
+        thread.start()
+        assert in_core.wait(120), "the solve never reached its core solve"
+        time.sleep(1.0)  # inside the first auction's phases
+        os.kill(c.run(os.getpid, workers=[workers[2]])[workers[2]], signal.SIGKILL)
+        c.run(setattr, core_module, "AUCTION_EPS_FACTOR", 6.0, workers=workers[:2])
+        c.run(setattr, coarse, "MIN_ROWS", coarse.MIN_ROWS, workers=workers[:2])
+        thread.join(120)  # hang guards, not timings
+        assert isinstance(outcome.get("error"), dd.WorkerLostError), outcome
+        c.wait_for_workers(3, timeout=120)
+        small = generate.points("uniform", 500, 500, seed=1)
+        after = threading.Thread(target=lambda: outcome.update(next=dd.solve_points(*small, client=c)))
+        after.start()
+        after.join(90)  # the slowed auction alone would hold the root's worker for minutes
+        assert "next" in outcome, "the next solve waited for the ended solve's root"
+        assert outcome["next"].objective == dlap.solve_points(*small, device="cpu").objective
+
+
 def test_the_dashboard_page_follows_the_rounds(client):
     """The scheduler's solve registry (the dashboard's dlap page) has the solve, its pricing
     rounds and violators, and the stage it was at, as the client's events said."""

@@ -1039,7 +1039,8 @@ def compile_team_kernels() -> None:
 
 
 def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, col4row, row4col, eps, eps_end,
-                   factor, lone_gap, check_after, bid_limit, reached, counters, matchable: bool = False) -> bool:
+                   factor, lone_gap, check_after, bid_limit, reached, counters, matchable: bool = False,
+                   between_phases=None) -> bool:
     """Bertsekas' auction with ε-scaling on a sparse graph, from prices ``v`` and a matching: each
     phase frees the rows that break ε-complementary slackness (:func:`release_loose_rows`), and
     each free row takes its cheapest column ``c - v``, lowering its price by the gap to its second
@@ -1061,12 +1062,14 @@ def scaled_auction(indptr, indices, costs, col_indptr, col_rows, col_costs, v, c
     columns than themselves; or more than ``bid_limit`` bids in a phase (a guard;
     ``counters[2] = 0``). ``counters``: [0] bids, [1] phases, [2] as said. ``matchable``: the
     graph is known to match every row (fewer of its edges did); else that is known once every row
-    has been matched."""
+    has been matched. ``between_phases``: called before each phase (it may raise to end the solve)."""
     team = numba.get_num_threads() > 1 and indptr.shape[0] - 1 >= TEAM_AUCTION_ROWS
     locks = np.zeros(v.shape[0], dtype=np.int64) if team else None  # the columns' (the rows' in reverse: n <= m)
     square = indptr.shape[0] - 1 == v.shape[0]
     matchable = matchable or bool(np.all(col4row >= 0))
     while True:
+        if between_phases is not None:
+            between_phases()
         release_loose_rows(indptr, indices, costs, v, col4row, row4col, eps)
         bids = bid_on_the_team(indptr, indices, costs, v, col4row, row4col, eps, lone_gap, locks,
                                bid_limit if matchable else min(check_after, bid_limit), matchable or square) if team else 0

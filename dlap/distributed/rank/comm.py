@@ -71,6 +71,17 @@ class Comm(ABC):
     def abort(self) -> None:
         """Abandon the pending and later collectives (they raise :class:`CommAborted`)."""
 
+    @property
+    def aborted(self) -> bool:
+        """Whether the communicator was aborted (:meth:`abort`)."""
+        return False
+
+    def check(self) -> None:
+        """Raise :class:`CommAborted` where the communicator was aborted: for a rank that works
+        alone between collectives for long (the points engine's root, in its core solve)."""
+        if self.aborted:
+            raise CommAborted("dlap: the solve was aborted")
+
     def close(self) -> None:
         """Release the communicator."""
 
@@ -253,6 +264,10 @@ class NCCLComm(Comm):
 
         self._run(receive, 0)
         return out
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
 
     def abort(self):
         """Abort the communicator (the watchdog's call, or a failing rank's) and forget it: the
@@ -497,7 +512,7 @@ class SocketComm(HostComm):
                 try:
                     conn, _ = listener.accept()
                 except TimeoutError:
-                    self._check()
+                    self.check()
                     continue
                 conn.settimeout(HANDSHAKE_SECONDS)
                 try:
@@ -509,12 +524,12 @@ class SocketComm(HostComm):
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.setblocking(False)
 
-    def _check(self) -> None:
-        if self._aborted or self._bootstrap.aborted:
-            raise CommAborted("dlap: the solve was aborted")
+    @property
+    def aborted(self) -> bool:
+        return self._aborted or self._bootstrap.aborted
 
     def allgather(self, x):
-        self._check()
+        self.check()
         start = time.perf_counter()
         xp = _xp(x)
         x = np.ascontiguousarray(to_host(x))
@@ -561,7 +576,7 @@ class SocketComm(HostComm):
         spin_until = time.perf_counter() + _SPIN
         try:
             while watched:
-                self._check()
+                self.check()
                 spinning = time.perf_counter() < spin_until
                 ready = self._selector.select(timeout=0 if spinning else _POLL)
                 if not ready and spinning:

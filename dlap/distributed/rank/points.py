@@ -85,8 +85,10 @@ def run_points_rank(a, b, trees, spec: PointsRankSpec):
 def solve_at_the_root(comm, xp, blocks: RankBlocks, worker):
     """The root's part: :func:`~dlap.points.core.solve_core` on this worker's thread team, its
     searches over every pair through :class:`RootSearch`; its progress as worker events on the
-    solve's topic (the client's bar, the dashboard's dlap page: rounds and violators). Returns
-    the core's solution and the stats (as a dict)."""
+    solve's topic (the client's bar, the dashboard's dlap page: rounds and violators). Between
+    its auction's phases and its searches' passes it asks whether the solve was aborted (the
+    watchdog aborts the communicator), so that an ended solve frees its worker then rather than
+    at the next query. Returns the core's solution and the stats (as a dict)."""
     from ...points.core import solve_core
     from ...points.costs import PointCosts
     from ...points.solve import coarse_pairs
@@ -107,7 +109,7 @@ def solve_at_the_root(comm, xp, blocks: RankBlocks, worker):
     coarse = coarse_pairs(a, b, spec.metric, spec.exponent, spec.maximize) if trees is not None else None
     with solve_threads(search.shape[0] * search.shape[1]) as threads:
         stats.threads = threads
-        solution = solve_core(search, stats, spec.candidates, report, coarse=coarse)
+        solution = solve_core(search, stats, spec.candidates, report, coarse=coarse, interrupt=comm.check)
     search.done()  # (not after a failure: the others may be inside a collective; the abort ends them)
     stats.phase_seconds["communication"] = comm.seconds
     counts["communication"] = comm.calls

@@ -407,8 +407,8 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
         return reached[: counters[2]]
     if solution.whole:
         np.floor(v, out=v)  # still at most 0, and 0 where a column is unassigned
-    if square and v.size and v.max() < -SUNK_PRICES * span:
-        v -= v.max()  # a square core's duals keep their sums when shifted: kept near the costs' magnitude
+    if square and v.size and (highest := v.max()) < -SUNK_PRICES * span:
+        v -= highest  # a square core's duals keep their sums when shifted: kept near the costs' magnitude
     if not square:
         core_kernels.tighten_by_column_duals(indptr, indices, costs, *by_column, v, col4row, 0.0)
     core_kernels.release_loose_rows(indptr, indices, costs, v, col4row, row4col, 0.0)

@@ -203,18 +203,15 @@ class NCCLComm(Comm):
         }
 
     def _run(self, launch, nbytes: int, idle: bool = False):
-        if self._aborted:
-            raise CommAborted("dlap: the solve was aborted")
+        self.check()
         start = time.perf_counter()
         stream = self._cupy.cuda.get_current_stream()
         launch(stream.ptr)
         while idle and not stream.done:  # (a synchronize spins on a core the root's thread team uses)
-            if self._aborted:
-                raise CommAborted("dlap: the solve was aborted")
+            self.check()
             time.sleep(_IDLE_POLL)
         stream.synchronize()
-        if self._aborted:
-            raise CommAborted("dlap: the solve was aborted")
+        self.check()
         self._timed(start, nbytes)
 
     def allreduce(self, x, op):
@@ -368,8 +365,7 @@ class RPCComm(HostComm):
         self._seq = 0
 
     def allgather(self, x):
-        if self._box.aborted:
-            raise CommAborted("dlap: the solve was aborted")
+        self.check()
         start = time.perf_counter()
         xp = _xp(x)
         x = np.ascontiguousarray(to_host(x))
@@ -381,8 +377,7 @@ class RPCComm(HostComm):
         with box.ready:
             for src in range(self.size):
                 while src != self.rank and (seq, src) not in box.messages:
-                    if box.aborted:
-                        raise CommAborted("dlap: the solve was aborted")
+                    self.check()
                     box.ready.wait(_POLL)
                 if src != self.rank:
                     pieces[src] = np.asarray(box.messages.pop((seq, src)))

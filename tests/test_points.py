@@ -285,6 +285,38 @@ def test_the_searches_reach_one_threads_optimum(n, k, ties, core_threads):
     assert totals[1] == pytest.approx(totals[0], rel=1e-12, abs=1e-9)
 
 
+def test_the_row_reductions_serial_tail_keeps_the_bids_a_row(monkeypatch, core_threads):
+    """On a team, the rows the team's bids of a row reduction leave get at most as many serial
+    bids a row as the reduction had (``SERIAL_REDUCTION_SHARE``), not the rest of its budget: that
+    went to one thread's price wars at ε = 0 (docs/benchmarks.md, "The row reduction's serial
+    tail"). The searches then match every row, tight and feasible."""
+    from dlap.backends.cpu import points as module
+
+    if core_threads == 1:
+        pytest.skip("one thread reduces serially")
+    given = []
+    serial = module.augmenting_row_reduction
+
+    def recording(indptr, indices, costs, u, v, col4row, row4col, rows, steps):
+        given.append((rows.shape[0], steps))
+        return serial(indptr, indices, costs, u, v, col4row, row4col, rows, steps)
+
+    monkeypatch.setattr(module, "augmenting_row_reduction", recording)
+    monkeypatch.setattr(module, "SERIAL_REDUCTION_SHARE", 1.0)
+    n = 3000
+    indptr, indices, costs = _random_core(n, 3, seed=11, ties=True)  # the team leaves a fifth of the rows
+    u, v = np.empty(n), np.zeros(n)
+    col4row, row4col = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    module.row_duals(indptr, indices, costs, v, u)
+    module.reduce_free_rows(indptr, indices, costs, u, v, col4row, row4col, np.arange(n), 8 * n)
+    (left, steps), = given
+    assert 0 < left < n and steps <= 8 * left
+    stuck = module.augment_free_rows(indptr, indices, costs, u, v, col4row, row4col, np.flatnonzero(col4row < 0),
+                                     np.empty(n, dtype=np.int64), np.zeros(3, dtype=np.int64), np.iinfo(np.int64).max)
+    assert stuck == -1 and np.array_equal(np.sort(col4row), np.arange(n))
+    _assert_tight_and_feasible(indptr, indices, costs, u, v, col4row)
+
+
 def test_the_searches_report_rows_with_too_few_columns(core_threads):
     """Rows 0-2 have column 0 only, the others their own column and two more: a search from
     one of rows 0-2 reaches no free column, and the rows it reached have fewer columns than

@@ -31,6 +31,9 @@ TEAM_SEARCH_ROWS = 10000
 #: the most threads the searches run on (:func:`search_on_the_team`: each holds arrays of the
 #: columns' size)
 TEAM_SEARCHES = 16
+#: after the team's bids of a row reduction, the serial bids for the rows it left get at most this
+#: many times the bids a row the whole reduction had (:func:`reduce_free_rows`)
+SERIAL_REDUCTION_SHARE = 1.0
 
 
 @njit(cache=True, inline="always")
@@ -758,11 +761,16 @@ def reduce_free_rows(indptr, indices, costs, u, v, col4row, row4col, rows, steps
     auction's asynchronous bids (:func:`bid_on_the_team`) at ε = 0, each free row lowering its
     cheapest column's dual to its second cheapest, which leaves it tight, in sweeps (chasing
     displaced rows made price wars of two rows: most rows were still free after the budget's
-    bids), then one thread's for the rows left."""
+    bids), then one thread's for the rows left, with at most ``SERIAL_REDUCTION_SHARE`` times as
+    many bids a row as the reduction had (the rest went to one thread's price wars at ε = 0 among
+    the last thousand rows, which the searches on the team settle faster: docs/benchmarks.md,
+    "The row reduction's serial tail")."""
     if _on_the_team(u, v):
+        per_row = steps // max(rows.shape[0], 1)
         steps -= bid_on_the_team(indptr, indices, costs, v, col4row, row4col, 0.0, 0.0,
                                  np.zeros(v.shape[0], dtype=np.int64), steps, False)
         rows = np.flatnonzero(col4row < 0)
+        steps = min(steps, int(SERIAL_REDUCTION_SHARE * per_row * rows.shape[0]))
     augmenting_row_reduction(indptr, indices, costs, u, v, col4row, row4col, rows, steps)
     row_duals(indptr, indices, costs, v, u)
 

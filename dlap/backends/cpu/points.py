@@ -571,10 +571,11 @@ def forget_search(dist, done, touched, n_touched):
 
 def augment_free_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters, budget) -> int:
     """:func:`augment_rows` (its arguments and answer); on a thread team and a square graph of at
-    least ``TEAM_SEARCH_ROWS`` rows, the searches run on the team (:func:`augment_on_the_team`)."""
+    least ``TEAM_SEARCH_ROWS`` rows, the searches run on the team (:func:`augment_on_the_team`),
+    of at most one thread a row (each thread's search arrays have the columns' size)."""
     if _on_the_team(u, v) and rows.shape[0] > 1:
         return augment_on_the_team(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters, budget,
-                                   min(numba.get_num_threads(), TEAM_SEARCHES))
+                                   min(numba.get_num_threads(), TEAM_SEARCHES, rows.shape[0]))
     return augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, counters, budget)
 
 

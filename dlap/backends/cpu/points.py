@@ -764,8 +764,8 @@ def reduce_free_rows(indptr, indices, costs, u, v, col4row, row4col, rows, steps
     displaced rows made price wars of two rows: most rows were still free after the budget's
     bids), then one thread's for the rows left, with at most ``SERIAL_REDUCTION_SHARE`` times as
     many bids a row as the reduction had (the rest went to one thread's price wars at ε = 0 among
-    the last thousand rows, which the searches on the team settle faster: docs/benchmarks.md,
-    "The row reduction's serial tail")."""
+    the fewer than ``TEAM_SWEEP_ROWS`` rows the sweeps left, which the searches on the team settle
+    faster: docs/benchmarks.md, "The row reduction's serial tail")."""
     if _on_the_team(u, v):
         per_row = steps // max(rows.shape[0], 1)
         steps -= bid_on_the_team(indptr, indices, costs, v, col4row, row4col, 0.0, 0.0,

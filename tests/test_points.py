@@ -119,6 +119,37 @@ def test_a_search_through_the_implicit_rows_reaches_no_column_beyond_the_nearest
     assert v[2] == v.max() == 0.0  # column 2 is held at the top price now
 
 
+def test_searches_through_the_implicit_rows_go_in_rounds():
+    """Twenty free rows, each tight to a column the implicit rows hold at the top price 0; fifty
+    matched columns at the top too (a plateau), and twenty free columns priced -1 to -20 below it.
+    One at a time each search passed the implicit rows and completed the whole plateau before its
+    free column (20 x 50 columns reached in all); one round from every free row at once reaches
+    each column once and augments them all: the free rows take the held columns and the implicit
+    rows the free ones, at the optimum 0, with feasible duals and every unmatched column at 0."""
+    from dlap.backends.cpu import points as module
+
+    free, plateau = 20, 50
+    n, m = free + plateau, 2 * free + plateau
+    edges = [[(i, 0.0), (free + i, 5.0)] for i in range(free)]  # a held column, and a free one dearly
+    edges += [[(2 * free + p, 0.0), (free + p % free, 10.0)] for p in range(plateau)]
+    indptr = np.cumsum([0] + [len(e) for e in edges])
+    order = [sorted(e) for e in edges]
+    indices = np.array([j for e in order for j, _ in e], dtype=np.int32)
+    costs = np.array([c for e in order for _, c in e])
+    v = np.concatenate((np.zeros(free), -np.arange(1.0, free + 1), np.zeros(plateau)))
+    u = np.zeros(n)
+    col4row = np.concatenate((np.full(free, -1), 2 * free + np.arange(plateau)))
+    row4col = np.full(m, -1)
+    row4col[col4row[free:]] = np.arange(free, n)
+    counters = np.zeros(3, dtype=np.int64)
+    assert module.augment_rows(indptr, indices, costs, u, v, col4row, row4col, np.arange(free),
+                               np.empty(n, dtype=np.int64), counters, np.iinfo(np.int64).max) == -1
+    assert col4row[:free].tolist() == list(range(free)) and counters[0] == free
+    assert counters[1] <= m  # one round (the searches one at a time: over 1000)
+    _assert_tight_and_feasible(indptr, indices, costs, u, v, col4row)
+    assert (v <= 0).all() and (v[row4col < 0] == 0).all()
+
+
 def test_a_rectangular_core_on_a_plateau_ends_its_later_auctions_finer():
     """Uniform sets of unequal sizes, either way round, and clustered ones: after the first
     auction many assigned columns are priced at the unassigned ones' top price (the surplus is

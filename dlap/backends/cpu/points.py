@@ -426,10 +426,18 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
     implicit rows to every column ``k`` at ``top - v[k]`` more. At the end every price is lowered
     by the highest, so unmatched columns are at 0, the rectangular dual.
 
+    With more columns than rows, the searches go in rounds first (:func:`search_forest`), each one
+    search from every free row at once whose dual update serves many disjoint augmenting paths:
+    nearly every search of such a graph passes the implicit rows, and one at a time each settled
+    again the columns priced near the top (docs/benchmarks.md, "Rounds through the implicit
+    rows"); the rows a round cannot augment (a core that does not match them) are searched for one
+    at a time.
+
     Returns -1, or the position in ``rows`` of a row no path leaves from; ``scanned[:counters[2]]``
     then lists the rows its search reached (the engine adds edges from them and asks again); or
     :data:`OVER_BUDGET` where a search would start with more than ``budget`` columns reached.
-    ``counters``: [0] searches, [1] columns reached, [2] rows in the failed search."""
+    ``counters``: [0] searches (a round counts its paths), [1] columns reached, [2] rows in the
+    failed search."""
     n, m = u.shape[0], v.shape[0]
     top, at_top = implicit_rows(v, row4col)
     spare = m - n
@@ -440,6 +448,10 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
     keys, items = np.empty(m, dtype=np.float64), np.empty(m, dtype=np.int64)
     at = np.full(m, -1, dtype=np.int64)  # a column's place in the heap, -1 where it is not there
     tree_rows = np.empty(n, dtype=np.int64)
+    if spare > 0:
+        top = augment_in_rounds(indptr, indices, costs, u, v, col4row, row4col, rows, counters, budget, top, dist,
+                                pred, done, touched, keys, items, at, tree_rows)
+        at_top = _held(v, row4col, top)
     stopped = -1
     for position in range(rows.shape[0]):
         start = rows[position]
@@ -523,27 +535,248 @@ def shortest_path(indptr, indices, costs, u, v, row4col, start, top, at_top, spa
         if v[j] < top or at_top > spare:
             sink = j
             break
-        # j is held by an implicit row: the held columns are reached at once, the others at top - v;
-        # those beyond the nearest free column that way can never precede it (left unreached)
+        # j is held by an implicit row; those beyond the nearest free column that way can never
+        # precede it (left unreached)
         through, i = j, -1
         for k in range(m):
             if not done[k] and row4col[k] < 0 and v[k] < top:
                 nearest_free = min(nearest_free, base + max(top - v[k], 0.0))
-        for k in range(m):
-            if done[k]:
-                continue
-            held = row4col[k] < 0 and v[k] >= top
-            r = base if held else base + max(top - v[k], 0.0)
-            if (r < dist[k] and r <= nearest_free) or held:
-                if dist[k] == np.inf:
-                    touched[n_touched] = k
-                    n_touched += 1
-                dist[k], pred[k], done[k] = r, IMPLICIT_ROW, held
-                if not held:
-                    size = _lower_key(keys, items, at, size, r, k)
+        n_touched, size = _enter_implicit_rows(v, row4col, top, base, nearest_free, dist, pred, done, touched,
+                                               n_touched, keys, items, at, size)
     for t in range(size):
         at[items[t]] = -1
     return sink, through, base, n_touched, n_tree
+
+
+@njit(cache=True)
+def _enter_implicit_rows(v, row4col, top, base, bound, dist, pred, done, touched, n_touched, keys, items, at, size):
+    """A search reaches the implicit rows at distance ``base``: every column they hold is completed
+    at ``base`` (without entering the heap), every other column not completed is reached at
+    ``base + top - v`` where that is at most ``bound``. Returns the columns touched and the heap's size."""
+    for k in range(v.shape[0]):
+        if done[k]:
+            continue
+        held = row4col[k] < 0 and v[k] >= top
+        r = base if held else base + max(top - v[k], 0.0)
+        if (r < dist[k] and r <= bound) or held:
+            if dist[k] == np.inf:
+                touched[n_touched] = k
+                n_touched += 1
+            dist[k], pred[k], done[k] = r, IMPLICIT_ROW, held
+            if not held:
+                size = _lower_key(keys, items, at, size, r, k)
+    return n_touched, size
+
+
+@njit(cache=True)
+def augment_in_rounds(indptr, indices, costs, u, v, col4row, row4col, rows, counters, budget, top, dist, pred, done,
+                      touched, keys, items, at, tree_rows):
+    """:func:`augment_rows`' rounds on a rectangular graph (the implicit rows at ``top``; the search
+    arrays as :func:`shortest_path` leaves them): while a round augments any of the free ``rows``
+    and the columns reached stay below ``budget``, one search from all of them
+    (:func:`search_forest`), a maximal set of vertex-disjoint augmenting paths among the pairs it
+    made tight (:func:`augment_disjoint_paths`), then its dual update (:func:`update_forest_duals`).
+    Returns the implicit rows' price after the rounds."""
+    n, m = u.shape[0], v.shape[0]
+    row_dist = np.full(n, np.inf)
+    seen = np.zeros(m, dtype=np.bool_)
+    exits = np.empty(m, dtype=np.int64)
+    new_held = np.empty(m, dtype=np.int64)
+    frames = np.empty((3, 2 * n + 2), dtype=np.int64)  # a path's rows (-1: the implicit rows), edges, columns
+    while counters[1] < budget:
+        free = rows[col4row[rows] < 0]
+        if free.shape[0] == 0:
+            break
+        radius, implicit, n_touched, n_tree = search_forest(indptr, indices, costs, u, v, row4col, free, top, dist,
+                                                            row_dist, pred, done, touched, keys, items, at,
+                                                            tree_rows)
+        counters[1] += n_touched
+        n_exits = 0
+        for t in range(n_touched):  # the columns the implicit rows reach tightly, which they can take over
+            k = touched[t]
+            if done[k] and not (row4col[k] < 0 and v[k] >= top) and dist[k] == implicit + max(top - v[k], 0.0):
+                exits[n_exits] = k
+                n_exits += 1
+        found, n_held = augment_disjoint_paths(indptr, indices, costs, u, v, col4row, row4col, free, top, implicit,
+                                               dist, row_dist, done, seen, exits[:n_exits], new_held, frames[0],
+                                               frames[1], frames[2])
+        counters[0] += found
+        if implicit < radius:
+            top -= radius - implicit
+        update_forest_duals(u, v, radius, dist, row_dist, done, seen, touched, n_touched, tree_rows, n_tree)
+        for t in range(n_held):
+            v[new_held[t]] = top
+        if found == 0:
+            break
+    return top
+
+
+@njit(cache=True)
+def search_forest(indptr, indices, costs, u, v, row4col, free, top, dist, row_dist, pred, done, touched, keys, items,
+                  at, tree_rows):
+    """Dijkstra from all the ``free`` rows at once (each at distance 0) over reduced costs, the
+    implicit rows at ``top`` as in :func:`shortest_path`, until it has completed as many free
+    columns as there are free rows, or every column it can reach. Unmatched columns at the top
+    beyond those the implicit rows hold are free, but are reached with them: a column at the top
+    is completed with every other there (all stay at the top after the dual update). Returns the radius (the
+    distance completed last), the distance the implicit rows were reached at (+inf: not within
+    the radius), how many columns were reached (``touched``; ``done``: those completed) and how
+    many rows the forest has (``tree_rows``; ``row_dist``: their distances)."""
+    m = v.shape[0]
+    at_top = _held(v, row4col, top)
+    excess = at_top - (m - u.shape[0])  # unmatched columns at the top beyond what the implicit rows hold: free
+    n_touched, n_tree, size = 0, 0, 0
+    for t in range(free.shape[0]):
+        i = free[t]
+        row_dist[i] = 0.0
+        tree_rows[n_tree] = i
+        n_tree += 1
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            r = max(costs[e] - u[i] - v[j], 0.0)
+            if r < dist[j]:
+                if dist[j] == np.inf:
+                    touched[n_touched] = j
+                    n_touched += 1
+                dist[j] = r
+                size = _lower_key(keys, items, at, size, r, j)
+    sinks, radius, implicit, entered = 0, 0.0, np.inf, False
+    while True:
+        if not entered and implicit < np.inf and (size == 0 or implicit <= keys[0]):
+            entered, radius = True, implicit
+            bound = _nth_smallest_gap(v, row4col, done, top, free.shape[0] - sinks)
+            n_touched, size = _enter_implicit_rows(v, row4col, top, implicit, implicit + bound, dist, pred, done,
+                                                   touched, n_touched, keys, items, at, size)
+            continue
+        if size == 0:
+            break
+        j = _pop_nearest(keys, items, at, size)
+        size -= 1
+        if done[j]:
+            continue
+        done[j] = True
+        radius = dist[j]
+        if row4col[j] < 0:
+            if v[j] < top:
+                sinks += 1
+            else:  # the first column at the top: the implicit rows are reached, with the excess ones free
+                implicit = dist[j]
+                sinks += max(excess, 0)
+            if sinks >= free.shape[0]:
+                break
+            continue
+        i = row4col[j]
+        row_dist[i] = radius
+        tree_rows[n_tree] = i
+        n_tree += 1
+        for e in range(indptr[i], indptr[i + 1]):
+            k = indices[e]
+            if done[k]:
+                continue
+            r = radius + max(costs[e] - u[i] - v[k], 0.0)
+            if r < dist[k]:
+                if dist[k] == np.inf:
+                    touched[n_touched] = k
+                    n_touched += 1
+                dist[k] = r
+                size = _lower_key(keys, items, at, size, r, k)
+    for t in range(size):
+        at[items[t]] = -1
+    return radius, implicit if entered else np.inf, n_touched, n_tree
+
+
+@njit(cache=True)
+def _nth_smallest_gap(v, row4col, done, top, count):
+    """The ``count``-th smallest ``top - v`` of the unmatched columns below ``top`` not completed
+    yet (+inf: fewer): as many free columns as that are no farther through the implicit rows, so
+    a search that needs that many more completes them within it."""
+    gaps = np.empty(v.shape[0])
+    n_gaps = 0
+    for k in range(v.shape[0]):
+        if row4col[k] < 0 and v[k] < top and not done[k]:
+            gaps[n_gaps] = top - v[k]
+            n_gaps += 1
+    if count < 1 or n_gaps < count:
+        return np.inf
+    return np.partition(gaps[:n_gaps], count - 1)[count - 1]
+
+
+@njit(cache=True)
+def augment_disjoint_paths(indptr, indices, costs, u, v, col4row, row4col, free, top, implicit, dist, row_dist, done,
+                           seen, exits, new_held, frame_rows, frame_edges, frame_cols):
+    """Augment along vertex-disjoint paths from the ``free`` rows to free columns, each pair on them
+    tight after :func:`search_forest`'s dual update (its distances add up exactly along the pair:
+    the same sums in the same order), found depth first, each column visited once a round (as in
+    Hopcroft & Karp's phases). A path may pass the implicit rows, reached at ``implicit``: in by a
+    column they hold, which the row before takes, out by one of the ``exits`` (the columns they
+    reach tightly), which they take (listed in ``new_held``), its row going on. Returns the paths
+    and the columns the implicit rows took."""
+    m = v.shape[0]
+    excess = _held(v, row4col, top) - (m - u.shape[0])
+    found, n_held, next_exit = 0, 0, 0
+    for t in range(free.shape[0]):
+        depth, sink = 0, -1
+        frame_rows[0], frame_edges[0] = free[t], indptr[free[t]]
+        while depth >= 0:
+            i, j = frame_rows[depth], -1
+            if i >= 0:
+                while frame_edges[depth] < indptr[i + 1] and j < 0:
+                    e = frame_edges[depth]
+                    frame_edges[depth] += 1
+                    k = indices[e]
+                    if not seen[k] and done[k] and row_dist[i] + max(costs[e] - u[i] - v[k], 0.0) == dist[k]:
+                        j = k
+            else:  # the implicit rows: their next exit not seen yet
+                while next_exit < exits.shape[0] and j < 0:
+                    if not seen[exits[next_exit]]:
+                        j = exits[next_exit]
+                    next_exit += 1
+            if j < 0:
+                depth -= 1
+                continue
+            seen[j] = True
+            frame_cols[depth] = j
+            if row4col[j] >= 0:
+                depth += 1
+                frame_rows[depth], frame_edges[depth] = row4col[j], indptr[row4col[j]]
+            elif v[j] < top or excess > 0:
+                if v[j] >= top:
+                    excess -= 1
+                sink = j
+                break
+            elif i >= 0 and dist[j] == implicit:
+                depth += 1
+                frame_rows[depth] = -1
+        if sink < 0:
+            continue
+        found += 1
+        for d in range(depth + 1):
+            i, j = frame_rows[d], frame_cols[d]
+            if i >= 0:
+                row4col[j], col4row[i] = i, j
+            else:
+                row4col[j] = -1
+                new_held[n_held] = j
+                n_held += 1
+    return found, n_held
+
+
+@njit(cache=True)
+def update_forest_duals(u, v, radius, dist, row_dist, done, seen, touched, n_touched, tree_rows, n_tree):
+    """:func:`search_forest`'s dual update, potentials ``min(distance, radius)``: its rows up and its
+    completed columns down by ``radius`` less their distance, so every pair on a shortest path
+    within the radius is tight and every pair stays feasible; then the search arrays as
+    :func:`shortest_path` needs them."""
+    for t in range(n_tree):
+        r = tree_rows[t]
+        if row_dist[r] < radius:
+            u[r] += radius - row_dist[r]
+        row_dist[r] = np.inf
+    for t in range(n_touched):
+        k = touched[t]
+        if done[k] and dist[k] < radius:
+            v[k] -= radius - dist[k]
+        dist[k], done[k], seen[k] = np.inf, False, False
 
 
 @njit(cache=True)

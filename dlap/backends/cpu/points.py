@@ -31,6 +31,11 @@ TEAM_SEARCH_ROWS = 10000
 #: the most threads the searches run on (:func:`search_on_the_team`: each holds arrays of the
 #: columns' size)
 TEAM_SEARCHES = 16
+#: a rectangular core's searches go on in rounds while each augments at least this share of the
+#: free rows it started from (:func:`augment_in_rounds`), then one row at a time: a round passes
+#: over most of the core, and shifted clouds' rounds augment under half their rows each after the
+#: first (their searches one at a time cost as much; uniform sets' rounds: 95%, 56%, 61%, all)
+ROUND_YIELD = 0.5
 #: after the team's bids of a row reduction, the serial bids for the rows it left get at most this
 #: many times the bids a row the whole reduction had (:func:`reduce_free_rows`)
 SERIAL_REDUCTION_SHARE = 1.0
@@ -572,9 +577,9 @@ def _enter_implicit_rows(v, row4col, top, base, bound, dist, pred, done, touched
 def augment_in_rounds(indptr, indices, costs, u, v, col4row, row4col, rows, counters, budget, top, dist, pred, done,
                       touched, keys, items, at, tree_rows):
     """:func:`augment_rows`' rounds on a rectangular graph (the implicit rows at ``top``; the search
-    arrays as :func:`shortest_path` leaves them): while a round augments any of the free ``rows``
-    and the columns reached stay below ``budget``, one search from all of them
-    (:func:`search_forest`), a maximal set of vertex-disjoint augmenting paths among the pairs it
+    arrays as :func:`shortest_path` leaves them): while the last round augmented at least
+    ``ROUND_YIELD`` of its free rows and the columns reached stay below ``budget``, one search
+    from all the free ``rows`` (:func:`search_forest`), a maximal set of vertex-disjoint augmenting paths among the pairs it
     made tight (:func:`augment_disjoint_paths`), then its dual update (:func:`update_forest_duals`).
     Returns the implicit rows' price after the rounds."""
     n, m = u.shape[0], v.shape[0]
@@ -606,7 +611,7 @@ def augment_in_rounds(indptr, indices, costs, u, v, col4row, row4col, rows, coun
         update_forest_duals(u, v, radius, dist, row_dist, done, seen, touched, n_touched, tree_rows, n_tree)
         for t in range(n_held):
             v[new_held[t]] = top
-        if found == 0:
+        if found < ROUND_YIELD * free.shape[0]:
             break
     return top
 

@@ -641,6 +641,24 @@ def test_the_gpu_engine_reaches_the_optimum(n, m, metric, maximize, seed, candid
     assert result.stats.device == "gpu"
 
 
+@pytest.mark.gpu
+def test_points_of_five_coordinates_on_a_gpu_are_priced_by_its_scan_at_any_size(monkeypatch):
+    """Beyond GPU_PRICING_PAIRS 2-D points are priced through the host's trees, 5-D ones (image
+    pixels: the trees prune little) still by the GPU's scan of every pair, to scipy's optimum."""
+    import cupy
+
+    from dlap.points import search
+
+    monkeypatch.setattr(search, "GPU_PRICING_PAIRS", 0)
+    rng = np.random.default_rng(5)
+    for d, scans in ((2, False), (search.GPU_PRICING_MIN_DIM, True)):
+        a, b = rng.random((40, d)), rng.random((50, d))
+        norms = cupy.empty(0)
+        pairs = search.PairSearch(None, cupy.asarray(a), cupy.asarray(b), norms, norms, "sqeuclidean", 2.0, 1.0)
+        assert pairs.gpu_prices is scans
+        _check(a, b, "sqeuclidean", device="gpu")
+
+
 #: a square core's auction takes no edges by column
 _NO_COLUMNS = (np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0))
 

@@ -1,6 +1,7 @@
 """Each row's nearest columns and the pricing of every pair, for the sparse-core engine: through
 k-d trees on the host (:mod:`dlap.backends.cpu.kdtree`) where the points have a few coordinates,
-whichever device holds them (but a GPU prices up to ``GPU_PRICING_PAIRS`` pairs itself); else,
+whichever device holds them (but a GPU prices up to ``GPU_PRICING_PAIRS`` pairs itself, and any
+number of points of ``GPU_PRICING_MIN_DIM`` or more coordinates); else,
 for host points and a metric of dot products, through matrix products (:mod:`.screen`); else by
 the device's kernels, which scan every pair. All give the same answers (the GPU's costs are the
 CPU's to the bit)."""
@@ -21,6 +22,10 @@ TREE_MAX_DIM = 8
 #: against 0.60 s, 2-D shifted clouds of 20000 0.06 against 0.23, uniform 3-D 50000 even, uniform
 #: 2-D 100000 0.21 against 0.15: docs/benchmarks.md, "Pricing on the GPU")
 GPU_PRICING_PAIRS = 4 * 10**9
+#: points of at least this many coordinates are priced by the GPU's scan at any size: the trees
+#: prune little there (5-D image pixels 173568 x 196608 on one H200, 15 rounds: 61.9 s through the
+#: trees, 5.9 s by the scans: docs/benchmarks.md, "lap-solver's large images")
+GPU_PRICING_MIN_DIM = 5
 
 
 def listed(count, k: int):
@@ -64,7 +69,8 @@ class PairSearch:
         self.shape = (a.shape[0], b.shape[0])
         self._on_device = (a, b, a_norms, b_norms)  # for the kernels: pair costs, nearest columns, pricing
         self.trees = a.shape[1] <= TREE_MAX_DIM
-        self.gpu_prices = is_device_array(a) and self.shape[0] * self.shape[1] <= GPU_PRICING_PAIRS
+        self.gpu_prices = is_device_array(a) and (self.shape[0] * self.shape[1] <= GPU_PRICING_PAIRS
+                                                  or a.shape[1] >= GPU_PRICING_MIN_DIM)
         if self.trees:  # the points on the host in float64 (n x d: small beside the work of the
             # queries; the costs widen every coordinate to float64 first, so they are the same)
             a, b, a_norms, b_norms = (to_host(x).astype(np.float64) for x in (a, b, a_norms, b_norms))

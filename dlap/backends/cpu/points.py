@@ -435,8 +435,8 @@ def augment_rows(indptr, indices, costs, u, v, col4row, row4col, rows, scanned, 
     search from every free row at once whose dual update serves many disjoint augmenting paths:
     nearly every search of such a graph passes the implicit rows, and one at a time each settled
     again the columns priced near the top (docs/benchmarks.md, "Rounds through the implicit
-    rows"); the rows a round cannot augment (a core that does not match them) are searched for one
-    at a time.
+    rows"); the rows they leave (once a round augments under ``ROUND_YIELD`` of its rows, or where
+    the core matches them not) are searched for one at a time.
 
     Returns -1, or the position in ``rows`` of a row no path leaves from; ``scanned[:counters[2]]``
     then lists the rows its search reached (the engine adds edges from them and asks again); or
@@ -579,9 +579,9 @@ def augment_in_rounds(indptr, indices, costs, u, v, col4row, row4col, rows, coun
     """:func:`augment_rows`' rounds on a rectangular graph (the implicit rows at ``top``; the search
     arrays as :func:`shortest_path` leaves them): while the last round augmented at least
     ``ROUND_YIELD`` of its free rows and the columns reached stay below ``budget``, one search
-    from all the free ``rows`` (:func:`search_forest`), a maximal set of vertex-disjoint augmenting paths among the pairs it
-    made tight (:func:`augment_disjoint_paths`), then its dual update (:func:`update_forest_duals`).
-    Returns the implicit rows' price after the rounds."""
+    from all the free ``rows`` (:func:`search_forest`), a maximal set of vertex-disjoint
+    augmenting paths among the pairs it made tight (:func:`augment_disjoint_paths`), then its dual
+    update (:func:`update_forest_duals`). Returns the implicit rows' price after the rounds."""
     n, m = u.shape[0], v.shape[0]
     row_dist = np.full(n, np.inf)
     seen = np.zeros(m, dtype=np.bool_)
@@ -636,15 +636,8 @@ def search_forest(indptr, indices, costs, u, v, row4col, free, top, dist, row_di
         row_dist[i] = 0.0
         tree_rows[n_tree] = i
         n_tree += 1
-        for e in range(indptr[i], indptr[i + 1]):
-            j = indices[e]
-            r = max(costs[e] - u[i] - v[j], 0.0)
-            if r < dist[j]:
-                if dist[j] == np.inf:
-                    touched[n_touched] = j
-                    n_touched += 1
-                dist[j] = r
-                size = _lower_key(keys, items, at, size, r, j)
+        n_touched, size = _scan_row(indptr, indices, costs, u, v, i, 0.0, dist, done, touched, n_touched, keys,
+                                    items, at, size)
     sinks, radius, implicit, entered = 0, 0.0, np.inf, False
     while True:
         if not entered and implicit < np.inf and (size == 0 or implicit <= keys[0]):
@@ -674,20 +667,30 @@ def search_forest(indptr, indices, costs, u, v, row4col, free, top, dist, row_di
         row_dist[i] = radius
         tree_rows[n_tree] = i
         n_tree += 1
-        for e in range(indptr[i], indptr[i + 1]):
-            k = indices[e]
-            if done[k]:
-                continue
-            r = radius + max(costs[e] - u[i] - v[k], 0.0)
-            if r < dist[k]:
-                if dist[k] == np.inf:
-                    touched[n_touched] = k
-                    n_touched += 1
-                dist[k] = r
-                size = _lower_key(keys, items, at, size, r, k)
+        n_touched, size = _scan_row(indptr, indices, costs, u, v, i, radius, dist, done, touched, n_touched, keys,
+                                    items, at, size)
     for t in range(size):
         at[items[t]] = -1
     return radius, implicit if entered else np.inf, n_touched, n_tree
+
+
+@njit(cache=True, inline="always")
+def _scan_row(indptr, indices, costs, u, v, i, base, dist, done, touched, n_touched, keys, items, at, size):
+    """:func:`search_forest`'s step from row ``i`` at distance ``base``: each column not completed
+    reached at ``base`` plus its reduced cost, where that is nearer (the sum
+    :func:`augment_disjoint_paths` checks). Returns the columns touched and the heap's size."""
+    for e in range(indptr[i], indptr[i + 1]):
+        k = indices[e]
+        if done[k]:
+            continue
+        r = base + max(costs[e] - u[i] - v[k], 0.0)
+        if r < dist[k]:
+            if dist[k] == np.inf:
+                touched[n_touched] = k
+                n_touched += 1
+            dist[k] = r
+            size = _lower_key(keys, items, at, size, r, k)
+    return n_touched, size
 
 
 @njit(cache=True)

@@ -592,8 +592,9 @@ def augment_in_rounds(indptr, indices, costs, u, v, col4row, row4col, rows, coun
         free = rows[col4row[rows] < 0]
         if free.shape[0] == 0:
             break
-        radius, implicit, n_touched, n_tree = search_forest(indptr, indices, costs, u, v, row4col, free, top, dist,
-                                                            row_dist, pred, done, touched, keys, items, at,
+        excess = _held(v, row4col, top) - (m - n)  # unmatched columns at the top beyond those the implicit rows hold
+        radius, implicit, n_touched, n_tree = search_forest(indptr, indices, costs, u, v, row4col, free, top, excess,
+                                                            dist, row_dist, pred, done, touched, keys, items, at,
                                                             tree_rows)
         counters[1] += n_touched
         n_exits = 0
@@ -602,9 +603,9 @@ def augment_in_rounds(indptr, indices, costs, u, v, col4row, row4col, rows, coun
             if done[k] and not (row4col[k] < 0 and v[k] >= top) and dist[k] == implicit + max(top - v[k], 0.0):
                 exits[n_exits] = k
                 n_exits += 1
-        found, n_held = augment_disjoint_paths(indptr, indices, costs, u, v, col4row, row4col, free, top, implicit,
-                                               dist, row_dist, done, seen, exits[:n_exits], new_held, frames[0],
-                                               frames[1], frames[2])
+        found, n_held = augment_disjoint_paths(indptr, indices, costs, u, v, col4row, row4col, free, top, excess,
+                                               implicit, dist, row_dist, done, seen, exits[:n_exits], new_held,
+                                               frames[0], frames[1], frames[2])
         counters[0] += found
         if implicit < radius:
             top -= radius - implicit
@@ -617,19 +618,17 @@ def augment_in_rounds(indptr, indices, costs, u, v, col4row, row4col, rows, coun
 
 
 @njit(cache=True)
-def search_forest(indptr, indices, costs, u, v, row4col, free, top, dist, row_dist, pred, done, touched, keys, items,
-                  at, tree_rows):
+def search_forest(indptr, indices, costs, u, v, row4col, free, top, excess, dist, row_dist, pred, done, touched, keys,
+                  items, at, tree_rows):
     """Dijkstra from all the ``free`` rows at once (each at distance 0) over reduced costs, the
     implicit rows at ``top`` as in :func:`shortest_path`, until it has completed as many free
-    columns as there are free rows, or every column it can reach. Unmatched columns at the top
-    beyond those the implicit rows hold are free, but are reached with them: a column at the top
-    is completed with every other there (all stay at the top after the dual update). Returns the radius (the
-    distance completed last), the distance the implicit rows were reached at (+inf: not within
-    the radius), how many columns were reached (``touched``; ``done``: those completed) and how
-    many rows the forest has (``tree_rows``; ``row_dist``: their distances)."""
-    m = v.shape[0]
-    at_top = _held(v, row4col, top)
-    excess = at_top - (m - u.shape[0])  # unmatched columns at the top beyond what the implicit rows hold: free
+    columns as there are free rows, or every column it can reach. The ``excess`` unmatched
+    columns at the top beyond those the implicit rows hold are free, but are reached with them: a
+    column at the top is completed with every other there (all stay at the top after the dual
+    update). Returns the radius (the distance completed last), the distance the implicit rows were
+    reached at (+inf: not within the radius), how many columns were reached (``touched``;
+    ``done``: those completed) and how many rows the forest has (``tree_rows``; ``row_dist``:
+    their distances)."""
     n_touched, n_tree, size = 0, 0, 0
     for t in range(free.shape[0]):
         i = free[t]
@@ -710,17 +709,16 @@ def _nth_smallest_gap(v, row4col, done, top, count):
 
 
 @njit(cache=True)
-def augment_disjoint_paths(indptr, indices, costs, u, v, col4row, row4col, free, top, implicit, dist, row_dist, done,
-                           seen, exits, new_held, frame_rows, frame_edges, frame_cols):
+def augment_disjoint_paths(indptr, indices, costs, u, v, col4row, row4col, free, top, excess, implicit, dist, row_dist,
+                           done, seen, exits, new_held, frame_rows, frame_edges, frame_cols):
     """Augment along vertex-disjoint paths from the ``free`` rows to free columns, each pair on them
     tight after :func:`search_forest`'s dual update (its distances add up exactly along the pair:
     the same sums in the same order), found depth first, each column visited once a round (as in
     Hopcroft & Karp's phases). A path may pass the implicit rows, reached at ``implicit``: in by a
     column they hold, which the row before takes, out by one of the ``exits`` (the columns they
-    reach tightly), which they take (listed in ``new_held``), its row going on. Returns the paths
-    and the columns the implicit rows took."""
-    m = v.shape[0]
-    excess = _held(v, row4col, top) - (m - u.shape[0])
+    reach tightly), which they take (listed in ``new_held``), its row going on; at most ``excess``
+    paths end at an unmatched column at the top. Returns the paths and the columns the implicit
+    rows took."""
     found, n_held, next_exit = 0, 0, 0
     for t in range(free.shape[0]):
         depth, sink = 0, -1

@@ -457,6 +457,37 @@ def test_the_certificate_checks_every_pair():
     assert not broken.optimal and broken.max_dual_violation > 1
 
 
+def test_the_certificate_runs_on_as_many_threads_as_the_solve(monkeypatch):
+    """verify()'s scans through the k-d trees run on the threads of a solve of their size: one
+    for a small problem, as its solve (a first small verify() compiled the thread team's kernel
+    of the scan), the team's for a large one."""
+    import numba
+
+    from dlap.backends.cpu import kdtree
+    from dlap.certificate import certify
+    from dlap.points.costs import PointCosts
+    from dlap.threads import SERIAL_MAX_ENTRIES, threads_for
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba has one thread here")
+    threads, scan = [], kdtree.reduced_minima
+
+    def spy(*args):
+        threads.append(numba.get_num_threads())
+        return scan(*args)
+
+    monkeypatch.setattr(kdtree, "reduced_minima", spy)
+    rng = np.random.default_rng(4)
+    small = dlap.solve_points(rng.random((60, 2)), rng.random((70, 2)), device="cpu")
+    assert small.verify().optimal and threads and set(threads) == {1} and small.stats.threads == 1
+    n = math.isqrt(SERIAL_MAX_ENTRIES) + 1  # the scan of a large problem's (made-up) answer
+    costs = PointCosts(rng.random((n, 2)), rng.random((n, 2)), "euclidean", 2.0, "cpu")
+    del threads[:]
+    identity = np.arange(n)
+    certify(costs, identity, identity, float(costs[identity, identity].sum()), np.zeros(n), np.zeros(n))
+    assert threads and set(threads) == {threads_for(n * n)}
+
+
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 50), m=st.integers(1, 50), d=st.integers(1, 4), metric=st.sampled_from(METRICS),
        maximize=st.booleans(), seed=st.integers(0, 2**31 - 1), grid=st.booleans(),

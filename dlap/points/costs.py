@@ -107,8 +107,14 @@ class PointCosts:
 
     def _reduced_minima(self, search: PairSearch, scale: float, duals) -> list:
         """``search.reduced_minima`` (host arrays: the trees' or the products') on these costs'
-        device, as the certificate's other scans give them."""
-        return [(self.xp.asarray(low), self.xp.asarray(error)) for low, error in search.reduced_minima(scale, duals)]
+        device, as the certificate's other scans give them; on as many threads as a solve of
+        their size (one below ``dlap.threads.SERIAL_MAX_ENTRIES``: a small ``verify()`` compiles
+        no thread team's kernel)."""
+        from ..threads import solve_threads
+
+        with solve_threads(self.size):
+            minima = search.reduced_minima(scale, duals)
+        return [(self.xp.asarray(low), self.xp.asarray(error)) for low, error in minima]
 
     def largest_cost(self) -> float:
         """An upper bound on every ``|c_ij|``: the metric of the widest gaps between the two sets'

@@ -2,7 +2,6 @@
 split with the variant ``dlap.solve`` picks, ε-scaling over column slabs, and the data a split
 would move (tests/distributed/test_engine.py: how the clusters' workers see a GPU host)."""
 
-
 import numpy as np
 import pytest
 

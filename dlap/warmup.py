@@ -126,18 +126,23 @@ def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None) -
     return time.perf_counter() - start
 
 
-def for_large_solves(device: str = "cpu") -> None:
+def for_large_solves(device: str = "cpu", largest: int | None = None) -> None:
     """What solves of small problems leave for large ones to compile: the thread team's twins of
     the CPU kernels compiled so far (small solves run on one thread; the GPU's solves of points
     search on the host too), the sparse core's auction and searches on the team, and on the CPU
     ε-scaling's half-width copies of float64 and int64 matrices (made from 2**21 entries). The
-    benchmarks call it after their small warm-ups."""
+    benchmarks call it after their small warm-ups, with ``largest``, the most entries (or pairs
+    of points) of a problem they will solve: below :data:`dlap.threads.SERIAL_MAX_ENTRIES` every
+    solve runs on one thread and nothing is left to compile."""
     from .api import solve
     from .backends.base import NARROWER
     from .backends.cpu.backend import NARROW_MIN_ENTRIES
     from .backends.cpu.numba_setup import compile_team_twins
     from .backends.cpu.points import compile_team_kernels
+    from .threads import SERIAL_MAX_ENTRIES
 
+    if largest is not None and largest < SERIAL_MAX_ENTRIES:
+        return
     if device == "cpu":
         side = math.isqrt(NARROW_MIN_ENTRIES - 1) + 1
         for dtype in NARROWER:

@@ -222,7 +222,7 @@ def run(cases, solver_names, repeat: int = 3, seed: int = 0, out=None, echo=prin
     for device in sorted({peer.device for peer in solvers if peer.name.startswith("dlap")}):
         for warm in warmups:  # the ε-scaling engine too: "auto" may hand a larger instance over
             solve(warm, method="scaling", device=device)
-        for_large_solves(device)
+        for_large_solves(device, max((n * columns(n, m_ratio) for _, _, n in cases), default=0))
     records = []
     largest = {}  # (peer, family, f) -> (n, seconds) of the largest instance a CPU peer solved
     with Records(out) as sink:

@@ -80,7 +80,7 @@ def run(sizes=None, device: str = "cpu", seed: int = 0, out=None, echo=print, fa
         a, b = _points(family, 300, columns(300, m_ratio), seed + 1, device)
         solve_points(a, b, metric, device=device)
         solve(_matrix(a, b, metric, device), device=device)
-    for_large_solves(device)
+    for_large_solves(device, max(n * columns(n, m_ratio) for n in sizes))
     with Records(out) as sink:
         for (family, metric), n in ((spec, n) for spec in families for n in sizes):
             m = columns(n, m_ratio)

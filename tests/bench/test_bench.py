@@ -85,3 +85,23 @@ def test_the_progress_suite_sets_the_estimate_beside_matched_rows(tmp_path):
         assert fractions == sorted(fractions) and fractions[-1] == 1.0 and record["seconds"] > 0
         assert set(progress.gaps(record)["eta"]) == {0.25, 0.5, 0.75}
     assert progress.table(records).count("\n") == 3
+
+
+def test_a_small_benchmark_compiles_nothing_for_large_solves(monkeypatch):
+    """Below dlap.threads.SERIAL_MAX_ENTRIES entries (or pairs of points) every solve of a
+    benchmark runs on one thread: it compiles none of the thread team's kernels (a first ``dlap
+    bench --n 20`` compiled all of them); from that size on it does."""
+    from dlap.backends.cpu import numba_setup, points
+    from dlap.bench import grid
+    from dlap.bench import points as points_suite
+    from dlap.threads import SERIAL_MAX_ENTRIES
+    from dlap.warmup import for_large_solves
+
+    compiled = []
+    monkeypatch.setattr(numba_setup, "compile_team_twins", lambda: compiled.append("twins"))
+    monkeypatch.setattr(points, "compile_team_kernels", lambda: compiled.append("core"))
+    assert grid.run([("uniform", 1.0, 20)], ["dlap"], repeat=1, echo=lambda *a: None)
+    assert points_suite.run([20], echo=lambda *a: None)
+    assert compiled == []
+    for_large_solves("gpu", SERIAL_MAX_ENTRIES)  # (the GPU's: no ε-scaling copies to make on the host)
+    assert compiled == ["twins", "core"]

@@ -25,13 +25,6 @@ from dlap.points.search import PairSearch  # noqa: E402
 from ..helpers import assert_told_its_solve_ended, client_process, registry_rows, solve_in_background  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, dashboard_address=":0") as cluster:
-        with distributed.Client(cluster) as c:
-            yield c
-
-
 def scipy_optimum(a, b, metric, maximize=False, **kw):
     cost = cdist(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), metric, **kw)
     rows, cols = linear_sum_assignment(cost, maximize=maximize)

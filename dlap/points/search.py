@@ -23,8 +23,7 @@ TREE_MAX_DIM = 8
 #: 2-D 100000 0.21 against 0.15: docs/benchmarks.md, "Pricing on the GPU")
 GPU_PRICING_PAIRS = 4 * 10**9
 #: points of at least this many coordinates are priced by the GPU's scan at any size: the trees
-#: prune little there (5-D image pixels 173568 x 196608 on one H200, 15 rounds: 61.9 s through the
-#: trees, 5.9 s by the scans: docs/benchmarks.md, "lap-solver's large images")
+#: prune little there (docs/benchmarks.md, "lap-solver's large images")
 GPU_PRICING_MIN_DIM = 5
 
 

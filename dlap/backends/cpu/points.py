@@ -33,8 +33,8 @@ TEAM_SEARCH_ROWS = 10000
 TEAM_SEARCHES = 16
 #: a rectangular core's searches go on in rounds while each augments at least this share of the
 #: free rows it started from (:func:`augment_in_rounds`), then one row at a time: a round passes
-#: over most of the core, and shifted clouds' rounds augment under half their rows each after the
-#: first (their searches one at a time cost as much; uniform sets' rounds: 95%, 56%, 61%, all)
+#: over most of the core, which pays only while it augments many rows (docs/benchmarks.md,
+#: "Rounds through the implicit rows")
 ROUND_YIELD = 0.5
 #: after the team's bids of a row reduction, the serial bids for the rows it left get at most this
 #: many times the bids a row the whole reduction had (:func:`reduce_free_rows`)

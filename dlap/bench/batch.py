@@ -23,6 +23,8 @@ from ..batch import solve_batch
 from ..warmup import for_large_solves
 from .records import Records
 
+#: the most rows of a ragged case's matrices (0 to this many targets each)
+RAGGED_MAX_ROWS = 100
 #: (name, batch size, rows, columns, dtype); rows None: ragged, 0-100 targets against the columns
 BATCH_CASES = [
     ("uniform float32", 256, 512, 512, "float32"),
@@ -42,10 +44,16 @@ def batch(case, seed: int = 0):
     name, count, rows, cols, dtype = case
     rng = np.random.default_rng(seed)
     if rows is None:
-        return [rng.random((int(t), cols), dtype=np.float32) for t in rng.integers(0, 101, count)]
+        return [rng.random((int(t), cols), dtype=np.float32) for t in rng.integers(0, RAGGED_MAX_ROWS + 1, count)]
     if dtype.startswith("int"):
         return rng.integers(0, 101, (count, rows, cols)).astype(dtype)
     return rng.random((count, rows, cols), dtype=np.dtype(dtype))
+
+
+def _entries(case) -> int:
+    """The most entries of the case's batch."""
+    _, count, rows, cols, _ = case
+    return count * (RAGGED_MAX_ROWS if rows is None else rows) * cols
 
 
 def _scipy_loop(problems):
@@ -131,7 +139,7 @@ def run(names, repeat: int = 3, seed: int = 0, out=None, echo=print, cases=BATCH
         small = batch((case[0], 4, case[2] and min(case[2], 8), min(case[3], 8), case[4]), seed)
         for _, solve, place in chosen:
             solve(place(small) if place else small)
-    for_large_solves("cpu")  # (a large batch runs on the thread team)
+    for_large_solves("cpu", max(_entries(case) for case in cases))  # (a large batch runs on the thread team)
     records = []
     with Records(out) as sink:
         for case in cases:

@@ -18,6 +18,8 @@ import time
 
 from .. import generate
 from ..api import solve
+from ..hungarian.auto import SPARSE_MIN_ROWS
+from ..options import METHODS
 from ..warmup import for_large_solves
 from .records import Records
 
@@ -50,13 +52,17 @@ def run(sizes=None, families=None, device: str = "gpu", seed: int = 0, out=None,
     families = families or list(DGS_FAMILIES)
     switchings = switchings or (["parallel"] if device == "gpu" else ["parallel", "sequential"])
     place = _placer(device)
-    for name in families:  # compile every kernel before any timer starts, at the first size
+    # every exact method method="auto" may pick (by the instance: another seed's may differ; the
+    # sparse engine only from SPARSE_MIN_ROWS rows), compiled at the first size before any timer starts
+    exact = [m for m in METHODS if m != "dgs" and (m != "sparse" or sizes[-1] >= SPARSE_MIN_ROWS)]
+    for name in families:
         make, maximize = DGS_FAMILIES[name]
         warm = place(make(sizes[0], seed + 1))
-        solve(warm, maximize=maximize, device=device)
+        for method in exact:
+            solve(warm, maximize=maximize, device=device, method=method)
         for switching in switchings:
             solve(warm, maximize=maximize, device=device, method="dgs", switching=switching)
-    for_large_solves(device)
+    for_large_solves(device, max(n * n for n in sizes))
     records = []
     largest = {}  # family -> (n, seconds) of the largest instance the exact solver solved
     with Records(out) as sink:

@@ -63,7 +63,7 @@ def run(cases: dict | None = None, device: str = "cpu", out=None, echo=print) ->
     cases = cases or CASES
     for family, n, options in cases.values():  # every kernel compiled or loaded before any timer starts
         _solver(family, max(64, n // 20), options, device)(None)
-    for_large_solves(device)
+    for_large_solves(device, max(n * n for _, n, _ in cases.values()))  # (points: n x n pairs)
     for name, (family, n, options) in cases.items():
         reports, seconds = _timed(_solver(family, n, options, device))
         records.append({"suite": "progress", "case": name, "device": device, "seconds": seconds,

@@ -2,6 +2,8 @@
 
 import json
 import statistics
+import subprocess
+import sys
 
 from dlap import cli
 from dlap.bench import deadlines
@@ -34,6 +36,31 @@ def test_the_batch_and_dgs_suites_run_from_the_command(tmp_path, capsys):
                         cases=small)
     assert len(records) == 4 and all(r["agrees"] for r in records)
     assert len((tmp_path / "batch.jsonl").read_text().splitlines()) == 4
+
+
+def test_the_dgs_suites_timed_solves_load_no_kernel():
+    """The DGS suite's warm-up reaches every kernel its timed solves run, in a fresh process: the
+    exact solver's method="auto" picks by the instance, and the warm-up's instance (another seed)
+    was handed to ε-scaling where the first timed one ran the tree variant, whose kernels then
+    compiled inside the exact solver's time."""
+    script = """
+import dlap.bench.dgs as dgs
+from tests.helpers import kernel_versions
+loaded, warmed = [], []
+solve, for_large_solves = dgs.solve, dgs.for_large_solves
+def watched(*args, **kwargs):
+    before = kernel_versions()
+    result = solve(*args, **kwargs)
+    if warmed:
+        loaded.extend(k for k, count in kernel_versions().items() if count != before.get(k, 0))
+    return result
+dgs.solve = watched
+dgs.for_large_solves = lambda *args: (for_large_solves(*args), warmed.append(True))
+assert dgs.run([60], ["geometric"], device="cpu", seed=0, echo=lambda *a: None)
+assert warmed and not loaded, loaded
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
 
 
 def test_the_points_suite_runs_from_the_command(tmp_path, capsys):
@@ -92,7 +119,7 @@ def test_a_small_benchmark_compiles_nothing_for_large_solves(monkeypatch):
     benchmark runs on one thread: it compiles none of the thread team's kernels (a first ``dlap
     bench --n 20`` compiled all of them); from that size on it does."""
     from dlap.backends.cpu import numba_setup, points
-    from dlap.bench import grid
+    from dlap.bench import batch, dgs, grid, progress
     from dlap.bench import points as points_suite
     from dlap.threads import SERIAL_MAX_ENTRIES
     from dlap.warmup import for_large_solves
@@ -100,8 +127,15 @@ def test_a_small_benchmark_compiles_nothing_for_large_solves(monkeypatch):
     compiled = []
     monkeypatch.setattr(numba_setup, "compile_team_twins", lambda: compiled.append("twins"))
     monkeypatch.setattr(points, "compile_team_kernels", lambda: compiled.append("core"))
-    assert grid.run([("uniform", 1.0, 20)], ["dlap"], repeat=1, echo=lambda *a: None)
-    assert points_suite.run([20], echo=lambda *a: None)
+    quiet = {"echo": lambda *a: None}
+    assert grid.run([("uniform", 1.0, 20)], ["dlap"], repeat=1, **quiet)
+    assert points_suite.run([20], **quiet)
+    assert dgs.run([30], ["geometric"], device="cpu", switchings=["parallel"], **quiet)
+    assert batch.run(["dlap-cpu"], repeat=1, cases=[("ragged 0-100 targets", 3, None, 12, "float32")], **quiet)
+    assert progress.run({"points": ("points", 40, {}), "floats": ("float", 30, {})}, **quiet)
     assert compiled == []
+    assert batch.run(["dlap-cpu"], repeat=1, cases=[("large", 1, 1024, 1024, "float32")], **quiet)
+    assert compiled == ["twins", "core"]
+    compiled.clear()
     for_large_solves("gpu", SERIAL_MAX_ENTRIES)  # (the GPU's: no ε-scaling copies to make on the host)
     assert compiled == ["twins", "core"]

@@ -9,10 +9,12 @@
 While the suite runs, ``dlap warmup`` compiles the CPU kernels into Numba's disk cache in a second
 process (``DLAP_TEST_WARMUP=0`` turns it off): on an empty cache the suite's own first calls
 would compile them one after the other on one core; this way another core compiles them too, and
-each is loaded from the cache by whichever process needs it first.
+each is loaded from the cache by whichever process needs it first. The Dask workers of the
+tests' own clusters are forked from a forkserver that has imported dlap (:func:`fork_dask_workers`).
 """
 
 import importlib.util
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -57,9 +59,29 @@ def pytest_configure(config):
     os.environ["DASK_TEMPORARY_DIRECTORY"] = config.dlap_dask_scratch
     if "dask" in sys.modules:
         sys.modules["dask"].config.set({"temporary-directory": config.dlap_dask_scratch})
+    fork_dask_workers()
     if os.environ.get("DLAP_TEST_WARMUP", "1") != "0" and not hasattr(config, "workerinput"):
         config.dlap_warmup = subprocess.Popen([sys.executable, "-m", "dlap", "warmup", "--device", "cpu", "--quiet"],
                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def fork_dask_workers() -> None:
+    """The Dask workers of this process's clusters forked from a forkserver that has imported
+    dask, NumPy, SciPy, Zarr and dlap (as distributed's own suite does), instead of spawned and
+    importing them again, each (where dask and distributed are installed). Only imported: a
+    process that has started Numba's OpenMP thread team, as loading kernels by solving would,
+    cannot fork safely. The processes the tests start (commands, examples, workflows) start
+    their clusters as users do."""
+    if not all(importlib.util.find_spec(name) for name in ("dask", "distributed")) or \
+            "forkserver" not in multiprocessing.get_all_start_methods():
+        return
+    import dask
+    import distributed.utils
+
+    dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
+    context = distributed.utils.get_mp_context()  # sets distributed's own preload list, once
+    context.set_forkserver_preload(["distributed", "dask.array", "numpy", "scipy.optimize", "dlap",
+                                    "dlap.distributed", "dlap.distributed.rank.engine", "dlap.points", "zarr"])
 
 
 def pytest_unconfigure(config):

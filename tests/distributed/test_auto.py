@@ -46,10 +46,18 @@ def _answers_unproved(dask_worker=None, undo=False):
     engine.solve_sparse = solve_sparse if undo else (lambda *args: None)
 
 
+def _sparse_from(rows, dask_worker=None):
+    """On a worker: method="auto" gives structured floats to the sparse engine from ``rows`` rows."""
+    from dlap.hungarian import auto
+
+    auto.SPARSE_MIN_ROWS = rows
+
+
 def test_a_one_rank_solve_hands_rectangular_structured_floats_to_the_sparse_engine(client):
     """method="auto" on one rank gives a rectangular structured float matrix to the sparse engine,
     as dlap.solve does (the same answer); where that engine's duals do not prove its answer, the
-    rank solves the matrix again with the tree variant."""
+    rank solves the matrix again with the tree variant (shown on a smaller matrix, the sparse
+    engine taking it from its 200 rows on)."""
     from dlap.hungarian.auto import SPARSE_MIN_ROWS
 
     cost = dlap.generate.family("geometric-disjoint", SPARSE_MIN_ROWS, m=SPARSE_MIN_ROWS + 200)
@@ -60,13 +68,20 @@ def test_a_one_rank_solve_hands_rectangular_structured_floats_to_the_sparse_engi
     assert result.stats.phase_counts["ranks"] == 1
     assert result.objective == alone.objective and result.verify().optimal and result.verify(cost).optimal
     np.testing.assert_array_equal(result.col_ind, alone.col_ind)
-    client.run(_answers_unproved)
+    small = dlap.generate.family("geometric-disjoint", 200, m=300)
+    arr = da.from_array(small, chunks=(100, 150))
+    client.run(_sparse_from, 200)
     try:
-        tree = dd.solve(arr, client, device="cpu")
+        assert dd.solve(arr, client, device="cpu").stats.method == "distributed-sparse"
+        client.run(_answers_unproved)
+        try:
+            tree = dd.solve(arr, client, device="cpu")
+        finally:
+            client.run(_answers_unproved, undo=True)
     finally:
-        client.run(_answers_unproved, undo=True)
-    assert tree.stats.method == "distributed-tree" and tree.verify(cost).optimal
-    assert tree.objective == pytest.approx(alone.objective, rel=1e-12)
+        client.run(_sparse_from, SPARSE_MIN_ROWS)
+    assert tree.stats.method == "distributed-tree" and tree.verify(small).optimal
+    assert tree.objective == pytest.approx(dlap.solve(small, method="tree", device="cpu").objective, rel=1e-12)
 
 
 def test_a_one_rank_solve_hands_large_square_integers_to_the_sparse_engine(client):

@@ -1,6 +1,7 @@
 """dlap's Dask settings (dlap/distributed/dlap.yaml): defaults under dask.config's ``dlap``
 namespace, overridden as any Dask setting, checked where they are read."""
 
+import os
 import subprocess
 import sys
 
@@ -33,7 +34,7 @@ def test_an_override_is_read_when_needed_and_checked():
 def test_an_environment_variable_sets_one():
     """Dask's own convention: DASK_DLAP__... in the environment (read when dask is imported)."""
     code = "from dlap.distributed import config; print(config.seconds('solve-lease'), config.nbytes('placement.piece-bytes'))"
+    kept = {key: os.environ[key] for key in ("PATH", "PYTHONPATH") if key in os.environ}  # (where dask is)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"DASK_DLAP__SOLVE_LEASE": "30s", "DASK_DLAP__PLACEMENT__PIECE_BYTES": "1 MiB",
-                              "PATH": "/usr/bin:/bin"})
+                         env={**kept, "DASK_DLAP__SOLVE_LEASE": "30s", "DASK_DLAP__PLACEMENT__PIECE_BYTES": "1 MiB"})
     assert run.stdout.split() == ["30.0", "1048576"]

@@ -318,7 +318,8 @@ def test_ranks_on_a_tls_cluster_keep_dasks_encrypted_comms():
     """Issue 37: the CPU ranks' sockets bypassed Dask's TLS. On a cluster whose comms are TLS the
     ranks' collectives go through Dask's own (encrypted, authenticated) comms; elsewhere through
     their authenticated sockets."""
-    security = distributed.Security.temporary()  # a throwaway CA and certificate (needs cryptography)
+    pytest.importorskip("cryptography")  # Security.temporary's throwaway CA and certificate
+    security = distributed.Security.temporary()
     cost = dlap.generate.uniform(120, 10.0, seed=4)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, protocol="tls", security=security,
                                   dashboard_address=":0") as cluster:

@@ -146,11 +146,11 @@ def test_scaling_across_ranks_is_the_one_process_engine_bit_for_bit(client, fami
     from dlap.backends.cpu import CPUBackend
 
     monkeypatch.setattr(CPUBackend, "narrow_copy", Backend.narrow_copy)
-    cost = dlap.generate.family(family, 300, seed=5)
+    cost = dlap.generate.family(family, 200, seed=5)
     maximize = family in dlap.generate.MAXIMIZE
     alone = dlap.solve(cost, method="scaling", maximize=maximize, device="cpu")
-    for k, widths in ((2, (150, 150)), (3, (100, 120, 80))):
-        split = dd.solve(da.from_array(cost, chunks=(300, widths)), client, method="scaling", maximize=maximize,
+    for k, widths in ((2, (100, 100)), (3, (70, 80, 50))):
+        split = dd.solve(da.from_array(cost, chunks=(200, widths)), client, method="scaling", maximize=maximize,
                          device="cpu", n_workers=k)
         assert split.stats.phase_counts["ranks"] == k
         np.testing.assert_array_equal(split.col_ind, alone.col_ind)
@@ -162,24 +162,24 @@ def test_scaling_across_ranks_is_the_one_process_engine_bit_for_bit(client, fami
 
 @pytest.fixture
 def small_workers():
-    """Two workers with 4 MB each (memory management off, so they live): a matrix of more
-    than 1 MB fits neither (a rank holds the matrix and the pieces on their way to it). (Two: a third process on a 2-core machine makes every collective
+    """Two workers with 2 MB each (memory management off, so they live): a matrix of more
+    than 0.5 MB fits neither (a rank holds the matrix and the pieces on their way to it). (Two: a third process on a 2-core machine makes every collective
     wait for a descheduled rank, and the searches take one per step. Per test: a second client
     kept alive would become the default client of the module's other tests.)"""
     config = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
     with dask.config.set(config), distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, memory_limit="4MB", dashboard_address=":0") as cluster, \
+            n_workers=2, threads_per_worker=1, memory_limit="2MB", dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as c:
         yield c
 
 
 def test_auto_splits_a_matrix_that_fits_no_worker(small_workers):
-    """5.8 MB int32 and 11.5 MB float matrices are split over the workers, with the variant
+    """1.4 MB int32 and 2.9 MB float matrices are split over the workers, with the variant
     dlap.solve picks for their costs; a small one still goes to one rank."""
     c = small_workers
-    cases = [(uniform_dask(1200, 10.0, chunks=(600, 1200)), "tree"),  # wide integer range
-             (uniform_dask(1200, 0.1, chunks=(600, 1200)), "classical"),  # at most n values
-             (uniform_dask(1200, 10.0, chunks=(600, 1200)) / 7.0, "tree")]  # floats
+    cases = [(uniform_dask(600, 10.0, chunks=(300, 600)), "tree"),  # wide integer range
+             (uniform_dask(600, 0.1, chunks=(300, 600)), "classical"),  # at most n values
+             (uniform_dask(600, 10.0, chunks=(300, 600)) / 7.0, "tree")]  # floats
     for arr, variant in cases:
         result = dd.solve(arr, c, device="cpu")
         assert result.stats.method == f"distributed-{variant}" and result.stats.phase_counts["ranks"] == 2
@@ -194,12 +194,12 @@ def test_auto_hands_split_structured_costs_to_scaling(small_workers, family):
     over to the ε-scaling engine over their column slabs, as dlap.solve does on one device: its
     optimum, certified, and with the columns split evenly or not exactly the same decisions
     (bids, searches, rows scanned, duals)."""
-    cost = dlap.generate.family(family, 400, seed=3)  # 1.3 MB
+    cost = dlap.generate.family(family, 300, seed=3)  # 0.7 MB
     maximize = family in dlap.generate.MAXIMIZE
     # (dlap.solve gives square geometric floats to the sparse engine, which needs the whole matrix)
     alone = dlap.solve(cost, maximize=maximize, device="cpu", method="scaling")
     results = [dd.solve(da.from_array(cost, chunks=(400, widths)), small_workers, maximize=maximize, device="cpu")
-               for widths in ((200, 200), (90, 310))]  # one chunk per rank: the slabs' bounds
+               for widths in ((150, 150), (70, 230))]  # one chunk per rank: the slabs' bounds
     for result in results:
         assert result.stats.method == "distributed-scaling" == f"distributed-{alone.stats.method}"
         assert result.stats.phase_counts["ranks"] == 2

@@ -24,8 +24,8 @@ from dlap.generate import geometric_dask, uniform_dask  # noqa: E402
 
 from ..helpers import registry_rows  # noqa: E402
 
-N = 8000  # the tree variant on two CPU workers: about 3 s of solve on a 2-core machine
-SCALING_N = 1200  # ε-scaling split over two CPU workers: about 4 s
+N = 6000  # the tree variant on two CPU workers
+SCALING_N = 800  # ε-scaling split over two CPU workers
 
 #: a column's place in the page's rows
 COLUMN = {key: k for k, (key, _) in enumerate(dashboard.COLUMNS)}
@@ -51,7 +51,7 @@ def client():
 def solve_in_background(client, method="tree"):
     if method == "tree":
         cost = uniform_dask(N, 10, seed=9, chunks=(N, N // 2 + 1))  # generated on the workers
-    else:  # a column split: every step of a search is a collective (about 4 s here)
+    else:  # a column split: every step of a search is a collective
         cost = geometric_dask(SCALING_N, seed=3, chunks=(SCALING_N, SCALING_N // 2 + 1))
     thread = threading.Thread(target=dd.solve, args=(cost, client), kwargs={"method": method})
     thread.start()

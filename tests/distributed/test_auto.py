@@ -198,7 +198,7 @@ def test_auto_hands_split_structured_costs_to_scaling(small_workers, family):
     maximize = family in dlap.generate.MAXIMIZE
     # (dlap.solve gives square geometric floats to the sparse engine, which needs the whole matrix)
     alone = dlap.solve(cost, maximize=maximize, device="cpu", method="scaling")
-    results = [dd.solve(da.from_array(cost, chunks=(400, widths)), small_workers, maximize=maximize, device="cpu")
+    results = [dd.solve(da.from_array(cost, chunks=(cost.shape[0], widths)), small_workers, maximize=maximize, device="cpu")
                for widths in ((150, 150), (70, 230))]  # one chunk per rank: the slabs' bounds
     for result in results:
         assert result.stats.method == "distributed-scaling" == f"distributed-{alone.stats.method}"

@@ -258,7 +258,7 @@ def cmd_warmup(args) -> int:
     from .backends.cpu import numba_setup  # noqa: F401 - sets the cache folder reported below
     from .warmup import warmup
 
-    seconds = warmup(args.device, echo=None if args.quiet else print)
+    seconds = warmup(args.device, echo=None if args.quiet else print, jobs=args.jobs)
     if not args.quiet:
         print(f"dlap's kernels compiled or loaded in {seconds:.1f} s; Numba's cache: {numba.config.CACHE_DIR}")
     return 0
@@ -424,6 +424,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
                    help="auto: the CPU's, and the GPU's where one is visible")
     p.add_argument("--quiet", action="store_true", help="print nothing")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="processes that compile the CPU's kernels side by side, each kernel once (default 1)")
     p.set_defaults(run=cmd_warmup)
 
     p = command("bench", "dlap and its peers side by side on the same instances")

@@ -36,7 +36,9 @@ def _structured(dtype, rows: int, cols: int, seed: int) -> np.ndarray:
     return (cost * 1000).astype(dtype) if np.dtype(dtype).kind == "i" else cost.astype(dtype)
 
 
-def _matrix_paths(device: str, dtype) -> list[tuple[str, Callable[[], object]]]:
+def _matrix_paths(device: str, dtype, dense: bool = True, sparse: bool = True) -> list[tuple[str, Callable[[], object]]]:
+    """The paths of matrices of ``dtype``: the dense methods', batches' and DGS's (``dense``), the
+    sparse engine's (``sparse``)."""
     from .api import solve
     from .batch import solve_batch
     from .dgs.loading import load_dgs_kernels
@@ -50,20 +52,23 @@ def _matrix_paths(device: str, dtype) -> list[tuple[str, Callable[[], object]]]:
     variants += [{"shape": shape, "init": init} for init in INITS for shape in (square, wide)]
     variants += [{"shape": square, "roots": roots} for roots in ROOTS]
     paths = []
-    for method in (m for m in METHODS if m != "dgs"):
+    for method in (m for m in METHODS if m != "dgs" and (dense if m != "sparse" else sparse)):
         for k, variant in enumerate(variants):
             if method == "sparse" and ("init" in variant or "roots" in variant):
                 continue  # options of the Hungarian methods
             options = {key: value for key, value in variant.items() if key != "shape"}
             cost = _structured(dtype, *variant["shape"], seed=k)
-            paths.append((f"{method} {cost.shape[0]}x{cost.shape[1]} {options}", solved(cost, method=method, **options)))
+            paths.append((f"{dtype} {method} {cost.shape[0]}x{cost.shape[1]} {options}",
+                          solved(cost, method=method, **options)))
+    if not dense:
+        return paths
     stacked = np.stack([_structured(dtype, SIDE // 4, SIDE // 4, seed) for seed in range(4)])
     ragged = [_structured(dtype, *shape, seed=3) for shape in ((8, 12), (12, 8), (10, 10))]
-    paths.append(("batch", lambda: solve_batch(stacked, device=device, duals=True).verify(0, stacked[0])))
-    paths.append(("batch ragged, maximised", lambda: solve_batch(ragged, device=device, maximize=True)))
-    paths.append(("dgs", lambda: load_dgs_kernels(dtype, device)))
+    paths.append((f"{dtype} batch", lambda: solve_batch(stacked, device=device, duals=True).verify(0, stacked[0])))
+    paths.append((f"{dtype} batch ragged, maximised", lambda: solve_batch(ragged, device=device, maximize=True)))
+    paths.append((f"{dtype} dgs", lambda: load_dgs_kernels(dtype, device)))
     cost = _structured(dtype, SIDE, SIDE, seed=5)
-    paths += [(f"dgs {start} {switching}", solved(cost, method="dgs", start=start, switching=switching))
+    paths += [(f"{dtype} dgs {start} {switching}", solved(cost, method="dgs", start=start, switching=switching))
               for start in STARTS for switching in SWITCHINGS
               if device == "cpu" or switching == "parallel"]  # (sequential switching: the CPU's only)
     return paths
@@ -104,36 +109,100 @@ def _point_paths(device: str) -> list[tuple[str, Callable[[], object]]]:
     return paths
 
 
-def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None) -> float:
+#: the CPU's paths in the groups that ``jobs`` processes take in turn (:func:`warmup`): the widest
+#: dtype's matrix paths first (they compile the sparse core), the other dtypes' dense paths beside
+#: them, then what loads the core (point sets, the other dtypes' sparse paths, the core's thread
+#: team kernels) and the ranks' paths
+CPU_GROUPS = (*WORKING_DTYPES, "points", "sparse", "core team", "ranks")
+
+
+def _group_paths(group: str, device: str) -> list[tuple[str, Callable[[], object]]]:
+    """The paths of one of :data:`CPU_GROUPS` (on ``device``; the ranks' are the CPU's)."""
+    if group == "core team":
+        from .backends.cpu.points import compile_team_kernels
+
+        return [("sparse core on a thread team", compile_team_kernels)]
+    if group == "points":
+        return _point_paths(device)
+    if group == "ranks":
+        return _dask_rank_paths() if device == "cpu" else []
+    if group == "sparse":
+        return [path for dtype in WORKING_DTYPES[1:] for path in _matrix_paths(device, dtype, dense=False)]
+    return _matrix_paths(device, group, sparse=group == WORKING_DTYPES[0])
+
+
+def _run(device: str, paths) -> list[str]:
+    """Run ``paths``; a line for each (its name and seconds)."""
+    lines = []
+    for name, run in paths:
+        began = time.perf_counter()
+        run()
+        lines.append(f"{device} {name}: {time.perf_counter() - began:.2f} s")
+    return lines
+
+
+def _run_group(device: str, group: str) -> list[str]:
+    return _run(device, _group_paths(group, device))
+
+
+def _run_share_of_large_solves(device: str, share: int, shares: int) -> list[str]:
+    """Load every small path's kernels (compiled by then: this process's signatures), then
+    compile share ``share`` of ``shares`` of what large solves add (:func:`for_large_solves`)."""
+    _run(device, [path for group in CPU_GROUPS for path in _group_paths(group, device)])
+    return _run(device, [(f"large solves {share + 1}/{shares}",
+                          lambda: for_large_solves(device, share=(share, shares)))])
+
+
+def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None, jobs: int = 1) -> float:
     """Compile (or load from the disk cache) the kernels of every solver on ``device`` ("cpu",
     "gpu", or "auto": the CPU, and the GPU too when one is visible); returns the seconds taken.
-    ``echo`` receives a line per path."""
+    ``echo`` receives a line per path. ``jobs`` processes compile the CPU's kernels side by side
+    (spawned; each kernel in one of them): the groups of :data:`CPU_GROUPS` in turn, then each a
+    share of what large solves add; the GPU's compile in this process."""
     from .device import gpu_available
 
     check_choice("device", device, DEVICES)
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     devices = ["cpu", "gpu"] if device == "auto" and gpu_available() else ["cpu" if device == "auto" else device]
+    echo = echo or (lambda line: None)
     start = time.perf_counter()
     for where in devices:
-        paths = [path for dtype in WORKING_DTYPES for path in _matrix_paths(where, dtype)] + _point_paths(where)
-        if where == "cpu":
-            paths += _dask_rank_paths()
-        paths.append(("large solves", lambda where=where: for_large_solves(where)))
-        for name, run in paths:
-            began = time.perf_counter()
-            run()
-            if echo:
-                echo(f"{where} {name}: {time.perf_counter() - began:.2f} s")
+        if where == "cpu" and jobs > 1:
+            _warm_in_processes(where, jobs, echo)
+            continue
+        for group in CPU_GROUPS:
+            for line in _run_group(where, group):
+                echo(line)
+        for line in _run(where, [("large solves", lambda where=where: for_large_solves(where))]):
+            echo(line)
     return time.perf_counter() - start
 
 
-def for_large_solves(device: str = "cpu", largest: int | None = None) -> None:
+def _warm_in_processes(device: str, jobs: int, echo: Callable[[str], None]) -> None:
+    """:func:`warmup`'s paths on ``device`` in ``jobs`` spawned processes (a process that has
+    started Numba's thread team cannot fork safely)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for lines in pool.map(_run_group, [device] * len(CPU_GROUPS), CPU_GROUPS):
+            for line in lines:
+                echo(line)
+        for lines in pool.map(_run_share_of_large_solves, [device] * jobs, range(jobs), [jobs] * jobs):
+            for line in lines:
+                echo(line)
+
+
+def for_large_solves(device: str = "cpu", largest: int | None = None, share: tuple[int, int] = (0, 1)) -> None:
     """What solves of small problems leave for large ones to compile: the thread team's twins of
     the CPU kernels compiled so far (small solves run on one thread; the GPU's solves of points
     search on the host too), the sparse core's auction and searches on the team, and on the CPU
     ε-scaling's half-width copies of float64 and int64 matrices (made from 2**21 entries). The
     benchmarks call it after their small warm-ups, with ``largest``, the most entries (or pairs
     of points) of a problem they will solve: below :data:`dlap.threads.SERIAL_MAX_ENTRIES` every
-    solve runs on one thread and nothing is left to compile."""
+    solve runs on one thread and nothing is left to compile. ``share`` ``(i, n)``: the i-th of n
+    disjoint parts of it (for n processes, :func:`warmup`'s ``jobs``)."""
     from .api import solve
     from .backends.base import NARROWER
     from .backends.cpu.backend import NARROW_MIN_ENTRIES
@@ -143,9 +212,11 @@ def for_large_solves(device: str = "cpu", largest: int | None = None) -> None:
 
     if largest is not None and largest < SERIAL_MAX_ENTRIES:
         return
-    if device == "cpu":
+    part, parts = share
+    compile_team_twins(share=share)
+    if part == parts - 1:
+        compile_team_kernels()
+    if device == "cpu" and part == 0:  # after the twins, so that these solves load those compiled
         side = math.isqrt(NARROW_MIN_ENTRIES - 1) + 1
         for dtype in NARROWER:
             solve(_structured(dtype, side, side, seed=6), method="scaling", device="cpu")
-    compile_team_twins()
-    compile_team_kernels()

@@ -6,11 +6,12 @@
 - ``browser``: a real headless Chromium (skipped without Chromium and its driver);
 - ``slow``: more than a few seconds on the 2-core CI machine (run; ``-m "not slow"`` leaves them).
 
-While the suite runs, ``dlap warmup`` compiles the CPU kernels into Numba's disk cache in a second
-process (``DLAP_TEST_WARMUP=0`` turns it off): on an empty cache the suite's own first calls
-would compile them one after the other on one core; this way another core compiles them too, and
-each is loaded from the cache by whichever process needs it first. The Dask workers of the
-tests' own clusters are forked from a forkserver that has imported dlap (:func:`fork_dask_workers`).
+Before the tests start, ``dlap warmup --jobs N`` fills Numba's disk cache with the CPU kernels
+(``DLAP_TEST_WARMUP=0`` leaves it out), N the test processes (``-n``) or the cores: N processes
+compile each kernel once, side by side, where the tests' processes, and the commands and Dask
+workers they start, would each compile what they reach first, often the same kernels at the same
+time; on a filled cache it only loads them (seconds). The Dask workers of the tests' own clusters
+are forked from a forkserver that has imported dlap (:func:`fork_dask_workers`).
 """
 
 import importlib.util
@@ -24,10 +25,6 @@ import tempfile
 import pytest
 
 from dlap.device import gpus_visible
-
-#: the test files whose tests run dlap in processes of their own
-SPAWNING = ("tests/bench/", "tests/test_cli.py", "tests/test_cli_errors.py", "tests/test_docs.py",
-            "tests/test_imports.py", "tests/test_notebooks.py", "tests/test_workflows.py")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -44,12 +41,6 @@ def pytest_collection_modifyitems(config, items):
         for marker, (skip, why) in skips.items():
             if skip and item.get_closest_marker(marker):
                 item.add_marker(pytest.mark.skip(reason=why))
-    # the tests that start other processes (the command, examples, notebooks, benchmarks) after
-    # those that solve in this one, and those that start Dask workers last: by then the warm-up
-    # (and the tests before) have compiled the CPU kernels into Numba's cache, which those
-    # processes load instead of each compiling them again (a fresh clone compiles everything)
-    items.sort(key=lambda item: (item.get_closest_marker("distributed") is not None,
-                                 item.nodeid.startswith(SPAWNING)))
 
 
 def pytest_configure(config):
@@ -61,8 +52,13 @@ def pytest_configure(config):
         sys.modules["dask"].config.set({"temporary-directory": config.dlap_dask_scratch})
     fork_dask_workers()
     if os.environ.get("DLAP_TEST_WARMUP", "1") != "0" and not hasattr(config, "workerinput"):
-        config.dlap_warmup = subprocess.Popen([sys.executable, "-m", "dlap", "warmup", "--device", "cpu", "--quiet"],
-                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cores = os.cpu_count() or 1
+        jobs = getattr(config.option, "numprocesses", None)  # pytest-xdist's -n (None without it)
+        jobs = min(jobs, cores) if isinstance(jobs, int) and jobs > 0 else cores
+        run = subprocess.run([sys.executable, "-m", "dlap", "warmup", "--device", "cpu", "--quiet", "--jobs", str(jobs)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if run.returncode:  # the tests compile what they need themselves, and test_warmup.py says why
+            config.issue_config_time_warning(pytest.PytestWarning(f"dlap warmup failed: {run.stderr[-500:]}"), 2)
 
 
 def fork_dask_workers() -> None:
@@ -85,8 +81,4 @@ def fork_dask_workers() -> None:
 
 
 def pytest_unconfigure(config):
-    warmup = getattr(config, "dlap_warmup", None)
-    if warmup is not None and warmup.poll() is None:
-        warmup.terminate()  # Numba writes each cache file whole (a temporary file, renamed)
-        warmup.wait()
     shutil.rmtree(config.dlap_dask_scratch, ignore_errors=True)

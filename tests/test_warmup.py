@@ -6,7 +6,7 @@ from numba.core import event
 
 import dlap
 from dlap import cli, generate
-from dlap.warmup import warmup
+from dlap.warmup import WORKING_DTYPES, warmup
 
 from .helpers import Compiles, kernel_versions
 
@@ -56,9 +56,13 @@ def test_after_warmup_the_public_cpu_paths_compile_nothing():
 
 
 def test_the_command_reports_each_path_and_the_cache(capsys):
-    assert cli.main(["warmup", "--device", "cpu"]) == 0
+    """Two processes (``--jobs 2``): every path is reported once, and each process's share of
+    what large solves add."""
+    assert cli.main(["warmup", "--device", "cpu", "--jobs", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("cpu classical 48x48") for line in lines)
+    paths = [line.rsplit(":", 1)[0] for line in lines[:-1]]
+    assert len(paths) == len(set(paths)) and {"cpu large solves 1/2", "cpu large solves 2/2"} <= set(paths)
+    assert {f"cpu {dtype} {method} 48x48 {{}}" for dtype in WORKING_DTYPES for method in ("classical", "sparse")} <= set(paths)
     assert any(line.startswith("cpu points d=9") for line in lines)
     assert lines[-1].startswith("dlap's kernels compiled or loaded in") and "numba" in lines[-1]
     assert cli.main(["warmup", "--device", "cpu", "--quiet"]) == 0
@@ -68,3 +72,5 @@ def test_the_command_reports_each_path_and_the_cache(capsys):
 def test_a_device_that_is_not_one_is_refused():
     with pytest.raises(ValueError, match="device must be one of"):
         warmup("tpu")
+    with pytest.raises(ValueError, match="jobs must be a positive integer, got 0"):
+        warmup("cpu", jobs=0)

@@ -125,7 +125,7 @@ def test_a_small_benchmark_compiles_nothing_for_large_solves(monkeypatch):
     from dlap.warmup import for_large_solves
 
     compiled = []
-    monkeypatch.setattr(numba_setup, "compile_team_twins", lambda: compiled.append("twins"))
+    monkeypatch.setattr(numba_setup, "compile_team_twins", lambda share=(0, 1): compiled.append("twins"))
     monkeypatch.setattr(points, "compile_team_kernels", lambda: compiled.append("core"))
     quiet = {"echo": lambda *a: None}
     assert grid.run([("uniform", 1.0, 20)], ["dlap"], repeat=1, **quiet)

@@ -98,12 +98,15 @@ def prange_kernel(py_func=None, **options):
     return PrangeKernel(py_func, options)
 
 
-def compile_team_twins(module: str | None = None) -> None:
+def compile_team_twins(module: str | None = None, share: tuple[int, int] = (0, 1)) -> None:
     """Compile (or load from the cache) each kernel's :attr:`~PrangeKernel.parallel` twin for
     the argument types its serial twin was compiled for (only ``module``'s kernels where it is
-    named): what a warm-up of small solves leaves for the large ones."""
-    for kernel in KERNELS:
-        if module is not None and kernel.__module__ != module:
-            continue
-        for signature in kernel.serial.signatures:
-            kernel.parallel.compile(signature)
+    named): what a warm-up of small solves leaves for the large ones. ``share`` ``(i, n)``: every
+    n-th of those (kernel, types) pairs from the i-th, in an order of their names (n processes
+    that compiled the same serial twins, in any order, compile them side by side)."""
+    part, parts = share
+    pairs = sorted(((kernel, signature) for kernel in KERNELS if module is None or kernel.__module__ == module
+                    for signature in kernel.serial.signatures),
+                   key=lambda pair: (pair[0].__module__, pair[0].__qualname__, str(pair[1])))
+    for kernel, signature in pairs[part::parts]:
+        kernel.parallel.compile(signature)

@@ -109,15 +109,15 @@ def _point_paths(device: str) -> list[tuple[str, Callable[[], object]]]:
     return paths
 
 
-#: the CPU's paths in the groups that ``jobs`` processes take in turn (:func:`warmup`): the widest
-#: dtype's matrix paths first (they compile the sparse core), the other dtypes' dense paths beside
-#: them, then what loads the core (point sets, the other dtypes' sparse paths, the core's thread
-#: team kernels) and the ranks' paths
-CPU_GROUPS = (*WORKING_DTYPES, "points", "sparse", "core team", "ranks")
+#: the paths in groups, in the order one process runs them and ``jobs`` processes take them in
+#: turn on the CPU (:func:`warmup`): the widest dtype's matrix paths first (they compile the sparse
+#: core), the other dtypes' dense paths beside them, then what loads the core (point sets, the
+#: other dtypes' sparse paths, the core's thread-team kernels) and the ranks' paths (the CPU's)
+PATH_GROUPS = (*WORKING_DTYPES, "points", "sparse", "core team", "ranks")
 
 
 def _group_paths(group: str, device: str) -> list[tuple[str, Callable[[], object]]]:
-    """The paths of one of :data:`CPU_GROUPS` (on ``device``; the ranks' are the CPU's)."""
+    """The paths of one of :data:`PATH_GROUPS` (on ``device``; the ranks' are the CPU's)."""
     if group == "core team":
         from .backends.cpu.points import compile_team_kernels
 
@@ -148,7 +148,7 @@ def _run_group(device: str, group: str) -> list[str]:
 def _run_share_of_large_solves(device: str, share: int, shares: int) -> list[str]:
     """Load every small path's kernels (compiled by then: this process's signatures), then
     compile share ``share`` of ``shares`` of what large solves add (:func:`for_large_solves`)."""
-    _run(device, [path for group in CPU_GROUPS for path in _group_paths(group, device)])
+    _run(device, [path for group in PATH_GROUPS for path in _group_paths(group, device)])
     return _run(device, [(f"large solves {share + 1}/{shares}",
                           lambda: for_large_solves(device, share=(share, shares)))])
 
@@ -157,7 +157,7 @@ def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None, j
     """Compile (or load from the disk cache) the kernels of every solver on ``device`` ("cpu",
     "gpu", or "auto": the CPU, and the GPU too when one is visible); returns the seconds taken.
     ``echo`` receives a line per path. ``jobs`` processes compile the CPU's kernels side by side
-    (spawned; each kernel in one of them): the groups of :data:`CPU_GROUPS` in turn, then each a
+    (spawned; each kernel in one of them): the groups of :data:`PATH_GROUPS` in turn, then each a
     share of what large solves add; the GPU's compile in this process."""
     from .device import gpu_available
 
@@ -171,7 +171,7 @@ def warmup(device: Device = "auto", echo: Callable[[str], None] | None = None, j
         if where == "cpu" and jobs > 1:
             _warm_in_processes(where, jobs, echo)
             continue
-        for group in CPU_GROUPS:
+        for group in PATH_GROUPS:
             for line in _run_group(where, group):
                 echo(line)
         for line in _run(where, [("large solves", lambda where=where: for_large_solves(where))]):
@@ -186,7 +186,7 @@ def _warm_in_processes(device: str, jobs: int, echo: Callable[[str], None]) -> N
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for lines in pool.map(_run_group, [device] * len(CPU_GROUPS), CPU_GROUPS):
+        for lines in pool.map(_run_group, [device] * len(PATH_GROUPS), PATH_GROUPS):
             for line in lines:
                 echo(line)
         for lines in pool.map(_run_share_of_large_solves, [device] * jobs, range(jobs), [jobs] * jobs):

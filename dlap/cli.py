@@ -496,30 +496,47 @@ class Terminated(BaseException):
     """SIGTERM, raised where the command runs so that what it was writing is removed."""
 
 
+#: set by the SIGINT and SIGTERM handlers of :func:`main`: the command ends as interrupted or
+#: terminated, whatever error it then ended in (a library can put an error of its own in the place
+#: of the handler's exception: numpy's ndarray.tofile, where the signal came during its check of
+#: the file, a TypeError)
+_ARRIVED = {signal.SIGINT: threading.Event(), signal.SIGTERM: threading.Event()}
+
+
+def _interrupt(signum, frame):
+    _ARRIVED[signal.SIGINT].set()
+    raise KeyboardInterrupt
+
+
 def _terminate(signum, frame):
+    _ARRIVED[signal.SIGTERM].set()
     raise Terminated()
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     _log_to_stderr()
-    previous = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() else None
+    handlers = {signal.SIGINT: _interrupt, signal.SIGTERM: _terminate}
+    previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()} \
+        if threading.current_thread() is threading.main_thread() else {}
+    for arrived in _ARRIVED.values():
+        arrived.clear()
     try:
         return args.run(args)
-    except KeyboardInterrupt:
-        print("dlap: interrupted", file=sys.stderr)
-        return 130
-    except Terminated:
-        print("dlap: terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    except USER_ERRORS as e:
-        if os.environ.get("DLAP_TRACEBACK"):
+    except (KeyboardInterrupt, Terminated, Exception) as e:
+        if isinstance(e, Terminated) or _ARRIVED[signal.SIGTERM].is_set():
+            print("dlap: terminated", file=sys.stderr)
+            return 128 + signal.SIGTERM
+        if isinstance(e, KeyboardInterrupt) or _ARRIVED[signal.SIGINT].is_set():
+            print("dlap: interrupted", file=sys.stderr)
+            return 130
+        if not isinstance(e, USER_ERRORS) or os.environ.get("DLAP_TRACEBACK"):
             raise
         print(f"dlap: {_one_line(e)}", file=sys.stderr)
         return 2
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _one_line(error: BaseException) -> str:

@@ -536,7 +536,8 @@ def main(argv=None) -> int:
         return 2
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            if handler is not None:  # (None: a handler not set from Python, which cannot be restored)
+                signal.signal(sig, handler)
 
 
 def _one_line(error: BaseException) -> str:

@@ -37,6 +37,12 @@ LOAD_MIN_SECONDS = 1.0
 WAKE_MARGIN = 0.1
 #: the GPU's kernels are loaded on a matrix of this size too (CuPy compiles per block size)
 GPU_WARM_UP_N = 2048
+#: and on matrices of these sizes: CuPy compiles its reductions (CUB's) per block size, which it
+#: picks by the length reduced (32 to 512 threads: up to 128, 256, 512, 1024 elements and more),
+#: so each class of rows needs its own (on a fresh H200 host, after the 4 x 4 and 2048 x 2048
+#: solves alone, a first maximised solve of n = 600 compiled 10 kernels in 6.3 s: no switch
+#: within its 0.3 s deadline)
+GPU_SIZE_CLASSES = (200, 400, 800, GPU_WARM_UP_N)
 #: matrix entries per NumPy block (the reductions, a proposal call); the clock is read between blocks
 HOST_CHUNK_ENTRIES = 1 << 20
 
@@ -71,8 +77,9 @@ def load_dgs_kernels(dtype="float64", device: str = "auto") -> None:
     """Load the compiled Deep Greedy Switching kernels for cost matrices of ``dtype`` on
     ``device`` ("cpu", "gpu", or "auto": the GPU when one is visible), minimised or maximised,
     so that ``solve(method="dgs", time_limit=...)``
-    switches from its first call. Takes 0.3 to 1 s once per process (more on a machine's first
-    run, which compiles them into the disk cache); a no-op for what is loaded already."""
+    switches from its first call. Takes 0.3 to 1 s once per process on the CPU, 2 to 3 s on a GPU
+    (solves of each class of sizes CuPy compiles its own kernels for), more on a machine's first
+    run, which compiles them into the disk cache; a no-op for what is loaded already."""
     from ..device import choose_device, gpu_available
     from ..options import DEVICES, check_choice
     from ..problem import working_dtype
@@ -98,8 +105,10 @@ def _load(device: str, dtype: np.dtype, gpu_id: int | None) -> None:
         with cupy.cuda.Device(gpu_id if gpu_id is not None else cupy.cuda.runtime.getDevice()):
             _tiny_solve("gpu", cupy.asarray(tiny), "parallel")
             # CuPy sizes the blocks of its reductions by the input: a large matrix compiles its
-            # own (measured: 8 s on an H200's first large solve after the tiny one alone)
-            _tiny_solve("gpu", cupy.asarray(_uniform(GPU_WARM_UP_N, dtype)), "parallel")
+            # own (measured: 8 s on an H200's first large solve after the tiny one alone), and
+            # so does each class of sizes between (GPU_SIZE_CLASSES)
+            for n in GPU_SIZE_CLASSES:
+                _first_calls(_uniform(n, dtype))
             cupy.cuda.get_current_stream().synchronize()
         return
     for switching in ("parallel", "sequential"):
@@ -107,8 +116,9 @@ def _load(device: str, dtype: np.dtype, gpu_id: int | None) -> None:
     _start_thread_team(tiny)
 
 
-def _tiny_solve(device: str, matrix, switching: str) -> None:
-    """DGS to convergence on ``matrix`` as it is (a minimisation matrix of a solver's dtype)."""
+def _tiny_solve(device: str, matrix, switching: str, maximize: bool = False, initial=None) -> None:
+    """DGS to convergence on ``matrix`` (minimised, or ``maximize``d), from its greedy start or
+    from ``initial`` (a row's column, -1 for none) as a call whose kernels were loading starts."""
     from ..backends import backend
     from ..problem import prepare
     from ..result import Stats
@@ -116,8 +126,23 @@ def _tiny_solve(device: str, matrix, switching: str) -> None:
     from . import run_dgs
 
     with solve_threads(matrix.size):
-        run_dgs(backend(device), prepare(matrix), Stats(device=device), math.inf, start="greedy", seed=0,
-                switching=switching)
+        run_dgs(backend(device), prepare(matrix, maximize), Stats(device=device), math.inf, start="greedy", seed=0,
+                switching=switching, initial=initial)
+
+
+def _first_calls(matrix: np.ndarray) -> None:
+    """What first calls on the GPU run on a matrix of ``matrix``'s class of sizes: DGS from the
+    host matrix and from a copy on the GPU, minimised and maximised (CuPy compiles its reductions,
+    scans and elementwise kernels per block size, array layout and dtype), and from a start that
+    leaves a row to the repair."""
+    import cupy
+
+    for caller in (matrix, cupy.asarray(matrix)):
+        for maximize in (False, True):
+            _tiny_solve("gpu", caller, "parallel", maximize)
+    initial = np.arange(matrix.shape[0])
+    initial[-1] = -1
+    _tiny_solve("gpu", matrix, "parallel", initial=initial)
 
 
 def _start_thread_team(tiny: np.ndarray) -> None:
@@ -185,7 +210,7 @@ def warn_not_loaded(device: str, matrix) -> None:
         _warned.add(key)
         warnings.warn(
             f"DGS returned its greedy start: its {device} kernels for {matrix.dtype} matrices were not loaded "
-            "(0.3 to 1 s; they are loading now, for the next calls); call "
+            "(seconds; they are loading now, for the next calls); call "
             f"dlap.load_dgs_kernels({str(matrix.dtype)!r}, {device!r}) once before solves with a deadline",
             RuntimeWarning, stacklevel=4)
 

@@ -222,7 +222,8 @@ from dlap.dgs import loading
 warnings.simplefilter("ignore", RuntimeWarning)
 cost = generate.geometric(600, same_points=True, seed=1)
 calls = []
-for k in range(12):
+begun = time.perf_counter()
+while time.perf_counter() - begun < 240:  # a machine's first run compiles the kernels: tens of seconds on a GPU
     started = time.perf_counter()
     result = dlap.solve(cost, maximize=True, method="dgs", time_limit=0.3)
     elapsed = time.perf_counter() - started
@@ -242,7 +243,7 @@ def test_short_deadlines_in_a_fresh_process_switch_once_the_kernels_are_loaded()
     call starts loading them; a call that returns its start early does not say its deadline was
     reached; and a later call switches from it."""
     done = subprocess.run([sys.executable, "-c", FRESH_PROCESS_DEADLINES], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=400)
     assert done.returncode == 0, done.stderr[-2000:]
     calls = json.loads(done.stdout)
     for call in calls:

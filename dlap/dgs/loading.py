@@ -39,9 +39,7 @@ WAKE_MARGIN = 0.1
 GPU_WARM_UP_N = 2048
 #: and on matrices of these sizes: CuPy compiles its reductions (CUB's) per block size, which it
 #: picks by the length reduced (32 to 512 threads: up to 128, 256, 512, 1024 elements and more),
-#: so each class of rows needs its own (on a fresh H200 host, after the 4 x 4 and 2048 x 2048
-#: solves alone, a first maximised solve of n = 600 compiled 10 kernels in 6.3 s: no switch
-#: within its 0.3 s deadline)
+#: so each class of rows needs its own, or a first call of that class compiles within its deadline
 GPU_SIZE_CLASSES = (200, 400, 800, GPU_WARM_UP_N)
 #: matrix entries per NumPy block (the reductions, a proposal call); the clock is read between blocks
 HOST_CHUNK_ENTRIES = 1 << 20
@@ -104,10 +102,7 @@ def _load(device: str, dtype: np.dtype, gpu_id: int | None) -> None:
 
         with cupy.cuda.Device(gpu_id if gpu_id is not None else cupy.cuda.runtime.getDevice()):
             _tiny_solve("gpu", cupy.asarray(tiny), "parallel")
-            # CuPy sizes the blocks of its reductions by the input: a large matrix compiles its
-            # own (measured: 8 s on an H200's first large solve after the tiny one alone), and
-            # so does each class of sizes between (GPU_SIZE_CLASSES)
-            for n in GPU_SIZE_CLASSES:
+            for n in GPU_SIZE_CLASSES:  # CuPy sizes the blocks of its reductions by the input
                 _first_calls(_uniform(n, dtype))
             cupy.cuda.get_current_stream().synchronize()
         return

@@ -516,11 +516,11 @@ def _terminate(signum, frame):
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     _log_to_stderr()
+    for arrived in _ARRIVED.values():  # (before the handlers: a signal that comes next is kept)
+        arrived.clear()
     handlers = {signal.SIGINT: _interrupt, signal.SIGTERM: _terminate}
     previous = {sig: signal.signal(sig, handler) for sig, handler in handlers.items()} \
         if threading.current_thread() is threading.main_thread() else {}
-    for arrived in _ARRIVED.values():
-        arrived.clear()
     try:
         return args.run(args)
     except (KeyboardInterrupt, Terminated, Exception) as e:

@@ -189,6 +189,7 @@ def _warm_in_processes(device: str, jobs: int, echo: Callable[[str], None]) -> N
         for lines in pool.map(_run_group, [device] * len(PATH_GROUPS), PATH_GROUPS):
             for line in lines:
                 echo(line)
+        # submitted only once every group has run: each share loads the groups' kernels, compiled by then
         for lines in pool.map(_run_share_of_large_solves, [device] * jobs, range(jobs), [jobs] * jobs):
             for line in lines:
                 echo(line)

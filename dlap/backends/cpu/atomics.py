@@ -9,9 +9,11 @@ them and count with them.
 
 from __future__ import annotations
 
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .numba_setup import njit
 
 
 def _entry(context, builder, array_type, array, index):

@@ -17,9 +17,9 @@ range of :mod:`dlap.problem`).
 from __future__ import annotations
 
 import numpy as np
-from numba import get_thread_id, njit, prange
+from numba import get_thread_id, prange
 
-from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
+from .numba_setup import njit, prange_kernel  # first: cache folder and thread wait policy, before any kernel
 from .paths import flip_path
 
 INFEASIBLE = 1

@@ -14,11 +14,11 @@ Deltas are float64 and written in one order of operations, the same as the GPU k
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from ...dgs.primitives import SwitchingPrimitives
 from ...dgs.state import DGSState
-from .numba_setup import prange_kernel, read_only  # first: cache folder and wait policy
+from .numba_setup import njit, prange_kernel, read_only  # first: cache folder and wait policy
 
 INF = np.inf
 _TRANSPOSE_BLOCK = 64

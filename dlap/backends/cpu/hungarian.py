@@ -19,10 +19,10 @@ The tree variant needs no zero test: it compares slacks with the current dual le
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from ..constants import KEEP_ROW, SCAN_ROW
-from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
+from .numba_setup import njit, prange_kernel  # first: cache folder and thread wait policy, before any kernel
 
 INF = np.inf
 COLUMN_BLOCK = 256  # columns per task in column-wise reductions (row-major friendly)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
+from .numba_setup import njit, prange_kernel  # first: cache folder and thread wait policy, before any kernel
 from .points import insert_sorted, pair_cost, precedes
 
 #: a box's cost bound is shrunk by this relative (and, for cosine, absolute) margin, far above the

@@ -5,9 +5,9 @@ the matrix each (forbidden +inf entries are never candidates and never violators
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from .numba_setup import prange_kernel  # first: cache folder and thread wait policy, before any kernel
+from .numba_setup import njit, prange_kernel  # first: cache folder and thread wait policy, before any kernel
 from .points import insert_sorted, keep_most_negative
 
 #: columns a thread takes at a time in :func:`cheapest_in_columns` (a cache line of float64 and more)

@@ -22,6 +22,15 @@ so it is set here, unless the user set it, before any kernel runs; a runtime ano
 started earlier in the process keeps its own policy. Small problems run on one thread anyway
 (:mod:`dlap.threads`).
 
+**Cache updates under a lock.** Numba adds a kernel's compiled version to the cache by reading
+the kernel's index, naming a data file after the entries it found, and writing both back. Two
+processes that compile one kernel for different types at once (``dlap warmup --jobs``, Dask
+workers, a test suite's processes) read the index before either writes it and name both data
+files alike; the index then gave one type the other's machine code, and every later process
+failed on it ("can't unbox array" for a batch of int64 costs; Numba's issue 10128). dlap's
+kernels (:func:`njit`, :class:`PrangeKernel`) read and update their cache entries under a lock
+on a file beside the index (:class:`LockedIndex`; where the platform has ``fcntl``).
+
 **Read-only costs.** Numba types a read-only array apart from a writable one and compiles each
 kernel for both: a caller's memory-mapped matrix cost a second compilation of every kernel it
 reached, and the test suite's run on an empty cache compiled 238 kernel versions (160 since, and
@@ -35,9 +44,16 @@ from __future__ import annotations
 import functools
 import os
 import types
+from contextlib import contextmanager
 from pathlib import Path
 
 import numba
+from numba.core.caching import IndexDataCacheFile
+
+try:
+    import fcntl
+except ImportError:  # no POSIX file locks (Windows): Numba's own unlocked updates
+    fcntl = None
 
 
 def cache_dir() -> Path:
@@ -56,6 +72,58 @@ def read_only(matrix):
 if not numba.config.CACHE_DIR:
     numba.config.CACHE_DIR = str(cache_dir())
 
+
+@contextmanager
+def _locked(index_path: str, exclusive: bool):
+    """``index_path``'s lock (a file beside it), held exclusively or shared; nothing where the
+    platform has no ``fcntl`` or the folder cannot be written (Numba then caches elsewhere)."""
+    try:
+        os.makedirs(os.path.dirname(index_path), exist_ok=True)
+        lock = open(f"{index_path}.lock", "ab")  # noqa: SIM115 (held across the yield)
+    except (OSError, TypeError):
+        lock = None
+    if lock is None or fcntl is None:
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+class LockedIndex(IndexDataCacheFile):
+    """Numba's index and data files of one kernel's cache, saved under an exclusive lock (the
+    index read, the entry named, both files written) and loaded under a shared one, so processes
+    that compile the kernel at once never give two entries one data file."""
+
+    def save(self, key, data):
+        with _locked(self._index_path, exclusive=True):
+            super().save(key, data)
+
+    def load(self, key):
+        with _locked(self._index_path, exclusive=False):
+            return super().load(key)
+
+
+def locked_cache(dispatcher):
+    """``dispatcher`` (Numba's, with ``cache=True``) reading and writing its cache through
+    :class:`LockedIndex`; returns it."""
+    cache = getattr(dispatcher, "_cache", None)
+    if isinstance(getattr(cache, "_cache_file", None), IndexDataCacheFile):
+        cache._cache_file.__class__ = LockedIndex
+    return dispatcher
+
+
+def njit(py_func=None, **options):
+    """``numba.njit`` for dlap's kernels: ``@njit(cache=True, ...)`` caches through
+    :class:`LockedIndex`."""
+    if py_func is None:
+        return lambda f: njit(f, **options)
+    dispatcher = numba.njit(**options)(py_func)
+    return locked_cache(dispatcher) if options.get("cache") else dispatcher
+
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
@@ -69,11 +137,11 @@ class PrangeKernel:
     options). Called from Python only: a Numba function calls :attr:`serial` or :attr:`parallel`."""
 
     def __init__(self, py_func, options: dict):
-        self.parallel = numba.njit(cache=True, parallel=True, **options)(py_func)
+        self.parallel = njit(py_func, cache=True, parallel=True, **options)
         twin = types.FunctionType(py_func.__code__, py_func.__globals__, f"{py_func.__name__}_serial",
                                   py_func.__defaults__, py_func.__closure__)
         twin.__qualname__, twin.__module__ = f"{py_func.__qualname__}_serial", py_func.__module__
-        self.serial = numba.njit(cache=True, **options)(twin)
+        self.serial = njit(twin, cache=True, **options)
         functools.update_wrapper(self, py_func)
         KERNELS.append(self)
 

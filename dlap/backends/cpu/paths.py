@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from numba import njit
-
-from . import numba_setup  # noqa: F401 - cache folder and wait policy before any kernel compiles
+from .numba_setup import njit  # first: cache folder and wait policy before any kernel compiles
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -12,10 +12,10 @@ import math
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .atomics import compare_and_swap, fetch_add, lock, unlock
-from .numba_setup import prange_kernel  # cache folder and thread wait policy, before any kernel compiles
+from .numba_setup import njit, prange_kernel  # cache folder and wait policy, before any kernel compiles
 from .paths import flip_path
 
 #: the fewest rows for which an auction's phases start on the thread team (:func:`bid_in_parallel`;

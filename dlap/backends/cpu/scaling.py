@@ -29,10 +29,10 @@ Entries are widened to float64 before any arithmetic, as in :mod:`dlap.backends.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .hungarian import COLUMN_BLOCK, min_slack, optimality_check, row_reduction
-from .numba_setup import prange_kernel
+from .numba_setup import njit, prange_kernel
 
 INF = np.inf
 

@@ -14,8 +14,7 @@ from numpy.typing import NDArray
 
 from .arrays import adopt
 from .backends import backend as backend_for
-from .certificate import exact_sum
-from .device import array_module, choose_device, is_device_array, require_device_memory
+from .device import choose_device, is_device_array, require_device_memory
 from .options import (
     DEVICES,
     INITS,
@@ -32,9 +31,9 @@ from .options import (
     Switching,
     check_choice,
 )
-from .problem import Problem, prepare, unscaled, unscaled_duals
+from .problem import Problem, prepare
 from .progress import ProgressBar
-from .result import Assignment, MatrixReference, Stats, caller_duals
+from .result import Assignment, MatrixReference, Stats, caller_assignment, dgs_answer
 
 
 @overload
@@ -200,40 +199,9 @@ def solve(
         if isinstance(solved, Problem):  # auto left the matrix to the sparse-core engine
             problem, solved = _solve_sparse_or_tree(device, cost, maximize, solved, stats, roots, progress)
         row_match, u, v = solved
-    result = _assignment(problem, row_match, u, v, stats, reference)
-    if method == "dgs":
-        result.heuristic = True
-        result.lower_bound = _reduction_bound(result, problem)
+    result = (dgs_answer if method == "dgs" else caller_assignment)(problem, row_match, u, v, stats, reference)
     stats.seconds = time.perf_counter() - started
     return result
-
-
-def _reduction_bound(result: Assignment, problem: Problem):
-    """DGS's bound: the reductions' duals (section 4.1) summed exactly, in one sum (the two
-    sides summed and rounded apart cancelled to a bound above the optimum: 2.00007e-12 for
-    [[-1, 1e-12], [1e-12, 2]], whose optimum is 2e-12; found by the property test). Float column
-    duals v_j = min_i (c_ij - u_i) are rounded to nearest, so each may exceed the exact
-    differences by half a unit in its last place: a unit per column is given back, and the
-    total is rounded away from the optimum. A matrix scaled into float64's range
-    (``Problem.scale_exponent``) was reduced in its scaled units, where a cost can round to a
-    subnormal: a unit of those per row is given back too."""
-    u, v = result.row_duals, result.col_duals
-    if problem.is_integer:
-        return exact_sum(u, v)
-    sign = -1.0 if problem.maximize else 1.0
-    exponent = problem.scale_exponent
-    v_scaled = np.ldexp(np.abs(v.get() if is_device_array(v) else v), -exponent)
-    rows = np.full(len(u), math.ldexp(1.0, exponent - 1074) if exponent else 0.0)
-    given_back = -sign * np.concatenate([unscaled(_ulp(v_scaled), exponent), rows])
-    with np.errstate(over="ignore"):  # a bound past float64's largest value is inf, still a bound
-        return float(np.nextafter(exact_sum(u, v, given_back), -sign * np.inf))
-
-
-def _ulp(x):
-    """At least a unit in the last place of each ``x >= 0``: twice the step down, which is the
-    ulp or (at a power of two) half of it, and never less than the smallest subnormal
-    (``np.spacing`` steps up, past float64's largest value)."""
-    return np.maximum(2 * (x - np.nextafter(x, 0)), math.ldexp(1.0, -1074))
 
 
 def _seconds(time_limit) -> float:
@@ -350,31 +318,3 @@ def _start_is_the_answer(problem: Problem, stats: Stats, reached: bool, *arrays)
     import cupy
 
     return tuple(cupy.asarray(a) for a in arrays)
-
-
-def _assignment(problem: Problem, row_match, u, v, stats: Stats, reference: MatrixReference) -> Assignment:
-    """Map the internal solution (min form, rows <= cols) back to the caller's matrix.
-
-    The arrays are of the caller's kind: CuPy for a CuPy matrix (whatever device solved it).
-    """
-    original = problem.original
-    xp = array_module(original)
-    rows = xp.arange(problem.n_rows, dtype=np.int64)
-    cols = xp.asarray(row_match, dtype=np.int64)
-    u, v = unscaled_duals(xp.asarray(u), xp.asarray(v), problem.scale_exponent)
-    row_duals, col_duals = caller_duals(u, v, integer=problem.is_integer,
-                                        offset=problem.offset, maximize=problem.maximize)
-    if problem.transposed:
-        order = xp.argsort(cols)  # a permutation's values are distinct: any sort is stable
-        rows, cols = cols[order], rows[order]
-        row_duals, col_duals = col_duals, row_duals
-    return Assignment(
-        row_ind=rows,
-        col_ind=cols,
-        objective=exact_sum(original[rows, cols]),
-        row_duals=row_duals,
-        col_duals=col_duals,
-        stats=stats,
-        maximize=problem.maximize,
-        matrix_ref=reference,
-    )

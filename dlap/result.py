@@ -6,13 +6,15 @@
 
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .certificate import BLOCK_ELEMENTS, RTOL, Certificate, certify, widened
-from .device import array_module
+from .certificate import BLOCK_ELEMENTS, RTOL, Certificate, certify, exact_sum, widened
+from .device import array_module, is_device_array
+from .problem import Problem, unscaled, unscaled_duals
 
 MSG_MATRIX_GONE = (
     "verify(): the solved matrix is gone (a result references it weakly, so as not to keep a large "
@@ -147,6 +149,73 @@ class Assignment:
         return certify(c, self.row_ind, self.col_ind, self.objective, self.row_duals, self.col_duals,
                        maximize=self.maximize, heuristic=self.heuristic, rtol=rtol)
 
+
+
+def caller_assignment(problem: Problem, row_match, u, v, stats: Stats, reference: MatrixReference) -> Assignment:
+    """Map the internal solution (min form, rows <= cols) back to the caller's matrix.
+
+    The arrays are of the caller's kind: CuPy for a CuPy matrix (whatever device solved it).
+    """
+    original = problem.original
+    xp = array_module(original)
+    rows = xp.arange(problem.n_rows, dtype=np.int64)
+    cols = xp.asarray(row_match, dtype=np.int64)
+    u, v = unscaled_duals(xp.asarray(u), xp.asarray(v), problem.scale_exponent)
+    row_duals, col_duals = caller_duals(u, v, integer=problem.is_integer,
+                                        offset=problem.offset, maximize=problem.maximize)
+    if problem.transposed:
+        order = xp.argsort(cols)  # a permutation's values are distinct: any sort is stable
+        rows, cols = cols[order], rows[order]
+        row_duals, col_duals = col_duals, row_duals
+    return Assignment(
+        row_ind=rows,
+        col_ind=cols,
+        objective=exact_sum(original[rows, cols]),
+        row_duals=row_duals,
+        col_duals=col_duals,
+        stats=stats,
+        maximize=problem.maximize,
+        matrix_ref=reference,
+    )
+
+
+def dgs_answer(problem: Problem, row_match, u, v, stats: Stats, reference: MatrixReference) -> Assignment:
+    """DGS's solution as the caller's :class:`Assignment` (:func:`caller_assignment`): a heuristic
+    one, with the reductions' bound (:func:`_reduction_bound`). Also what
+    :func:`dlap.dgs.loading.load_dgs_kernels` runs on the GPU, so that a first call's answer
+    compiles none of CuPy's kernels past its deadline."""
+    result = caller_assignment(problem, row_match, u, v, stats, reference)
+    result.heuristic = True
+    result.lower_bound = _reduction_bound(result, problem)
+    return result
+
+
+def _reduction_bound(result: Assignment, problem: Problem):
+    """DGS's bound: the reductions' duals (section 4.1) summed exactly, in one sum (the two
+    sides summed and rounded apart cancelled to a bound above the optimum: 2.00007e-12 for
+    [[-1, 1e-12], [1e-12, 2]], whose optimum is 2e-12; found by the property test). Float column
+    duals v_j = min_i (c_ij - u_i) are rounded to nearest, so each may exceed the exact
+    differences by half a unit in its last place: a unit per column is given back, and the
+    total is rounded away from the optimum. A matrix scaled into float64's range
+    (``Problem.scale_exponent``) was reduced in its scaled units, where a cost can round to a
+    subnormal: a unit of those per row is given back too."""
+    u, v = result.row_duals, result.col_duals
+    if problem.is_integer:
+        return exact_sum(u, v)
+    sign = -1.0 if problem.maximize else 1.0
+    exponent = problem.scale_exponent
+    v_scaled = np.ldexp(np.abs(v.get() if is_device_array(v) else v), -exponent)
+    rows = np.full(len(u), math.ldexp(1.0, exponent - 1074) if exponent else 0.0)
+    given_back = -sign * np.concatenate([unscaled(_ulp(v_scaled), exponent), rows])
+    with np.errstate(over="ignore"):  # a bound past float64's largest value is inf, still a bound
+        return float(np.nextafter(exact_sum(u, v, given_back), -sign * np.inf))
+
+
+def _ulp(x):
+    """At least a unit in the last place of each ``x >= 0``: twice the step down, which is the
+    ulp or (at a power of two) half of it, and never less than the smallest subnormal
+    (``np.spacing`` steps up, past float64's largest value)."""
+    return np.maximum(2 * (x - np.nextafter(x, 0)), math.ldexp(1.0, -1074))
 
 
 def caller_duals(u, v, *, integer: bool, offset: int, maximize: bool):

@@ -113,16 +113,20 @@ def _load(device: str, dtype: np.dtype, gpu_id: int | None) -> None:
 
 def _tiny_solve(device: str, matrix, switching: str, maximize: bool = False, initial=None) -> None:
     """DGS to convergence on ``matrix`` (minimised, or ``maximize``d), from its greedy start or
-    from ``initial`` (a row's column, -1 for none) as a call whose kernels were loading starts."""
+    from ``initial`` (a row's column, -1 for none) as a call whose kernels were loading starts,
+    and its answer made as a call makes it (:func:`dlap.result.dgs_answer`: on the GPU, CuPy's
+    kernels for a CuPy matrix's)."""
     from ..backends import backend
     from ..problem import prepare
-    from ..result import Stats
+    from ..result import MatrixReference, Stats, dgs_answer
     from ..threads import solve_threads
     from . import run_dgs
 
+    problem, stats = prepare(matrix, maximize), Stats(device=device)
     with solve_threads(matrix.size):
-        run_dgs(backend(device), prepare(matrix, maximize), Stats(device=device), math.inf, start="greedy", seed=0,
-                switching=switching, initial=initial)
+        solution = run_dgs(backend(device), problem, stats, math.inf, start="greedy", seed=0, switching=switching,
+                           initial=initial)
+    dgs_answer(problem, *solution, stats, MatrixReference(matrix))
 
 
 def _first_calls(matrix: np.ndarray) -> None:

@@ -1,6 +1,9 @@
 """Deep Greedy Switching on the GPU (skipped where no GPU is visible): the same properties as on
 the CPU, and the same choices as the CPU's parallel switching, exchange for exchange."""
 
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -95,3 +98,39 @@ def test_gpu_dgs_holds_float32_subnormals_exactly(seed):
     gpu = dlap.solve(cost, method="dgs", device="gpu", start="random", seed=seed)
     cpu = dlap.solve(cost, method="dgs", device="cpu", start="random", seed=seed)
     assert gpu.col_ind.tolist() == cpu.col_ind.tolist() == [1, 0]
+
+
+FIRST_CALLS = """
+import os, sys
+import cupy, numpy as np
+import dlap
+from dlap import generate
+
+def compiled():
+    return sum(len(files) for _, _, files in os.walk(os.environ["CUPY_CACHE_DIR"]))
+
+dtype = sys.argv[1]
+dlap.load_dgs_kernels(dtype, "gpu")
+cupy.cuda.get_current_stream().synchronize()
+before = compiled()
+cost = cupy.asarray(generate.uniform(600, 1.0, seed=4).astype(dtype))
+for maximize in (False, True):
+    result = dlap.solve(cost, method="dgs", maximize=maximize, time_limit=5.0, device="gpu")
+    assert result.stats.switches > 0 and "kernels_loading" not in result.stats.phase_counts, result.stats
+cupy.cuda.get_current_stream().synchronize()
+print(before, compiled())
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64"])
+def test_after_loading_a_first_call_on_a_cupy_matrix_compiles_no_cupy_kernel(tmp_path, dtype):
+    """``load_dgs_kernels`` makes each answer as a call does, so a first call's answer on a CuPy
+    matrix (its arange, indexing, duals and bound) compiles none of CuPy's kernels past its
+    deadline: a fresh process with an empty CuPy kernel cache, whose files are the kernels
+    compiled, gains none in the call."""
+    env = {**os.environ, "CUPY_CACHE_DIR": str(tmp_path / "cupy")}
+    run = subprocess.run([sys.executable, "-c", FIRST_CALLS, dtype], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    before, after = map(int, run.stdout.split())
+    assert before > 0 and after == before, f"the first calls compiled {after - before} of CuPy's kernels"

@@ -727,7 +727,7 @@ def _random_core(n: int, k: int, seed: int, ties: bool):
     keys = np.unique(rows * n + cols)
     costs = rng.integers(0, 4, keys.size).astype(np.float64) if ties else rng.random(keys.size) * 100
     indptr = np.searchsorted(keys // n, np.arange(n + 1)).astype(np.int64)
-    return indptr, keys % n, costs
+    return indptr, (keys % n).astype(np.int32), costs  # the engine's core: int32 columns below 2**31
 
 
 @pytest.mark.parametrize("ties", [False, True])
@@ -752,8 +752,8 @@ def test_the_auction_leaves_every_row_within_the_last_eps(n, k, ties, core_threa
         assert release_loose_rows(indptr, indices, costs, v.copy(), col4row.copy(), row4col.copy(),
                                   last + rounding) == 0
     assert counters[0] >= n and counters[1] >= 2
-    one_column = (np.array([0, 1, 2], dtype=np.int64), np.array([0, 0], dtype=np.int64), np.array([1.0, 2.0]))
-    no_edges = (np.array([0, 1, 1], dtype=np.int64), np.array([0], dtype=np.int64), np.array([1.0]))
+    one_column = (np.array([0, 1, 2], dtype=np.int64), np.array([0, 0], dtype=np.int32), np.array([1.0, 2.0]))
+    no_edges = (np.array([0, 1, 1], dtype=np.int64), np.array([0], dtype=np.int32), np.array([1.0]))
     # a price war is asked about after 40 bids (the guard, 10**9, never stops it), or stopped by the
     # guard; the rows the core cannot match are listed (both rows of one column; the row without
     # edges), none where the guard stopped it

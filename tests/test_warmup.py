@@ -40,8 +40,11 @@ def _calls():
         np.rint(generate.geometric(wide, seed=4) * 1e6).astype(np.int64), method="scaling", device="cpu")
 
 
-def test_after_warmup_the_public_cpu_paths_compile_nothing():
-    warmup("cpu")
+def test_after_warmup_the_public_cpu_paths_compile_nothing(capsys):
+    """``dlap warmup --quiet`` (which prints nothing), then each public path: no kernel compiled,
+    no version loaded that the warm-up did not load."""
+    assert cli.main(["warmup", "--device", "cpu", "--quiet"]) == 0
+    assert capsys.readouterr().out == ""
     compiles = Compiles()
     event.register("numba:compile", compiles)
     try:
@@ -65,8 +68,6 @@ def test_the_command_reports_each_path_and_the_cache(capsys):
     assert {f"cpu {dtype} {method} 48x48 {{}}" for dtype in WORKING_DTYPES for method in ("classical", "sparse")} <= set(paths)
     assert any(line.startswith("cpu points d=9") for line in lines)
     assert lines[-1].startswith("dlap's kernels compiled or loaded in") and "numba" in lines[-1]
-    assert cli.main(["warmup", "--device", "cpu", "--quiet"]) == 0
-    assert capsys.readouterr().out == ""
 
 
 def test_a_device_that_is_not_one_is_refused():

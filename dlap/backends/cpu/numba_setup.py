@@ -75,22 +75,23 @@ if not numba.config.CACHE_DIR:
 
 @contextmanager
 def _locked(index_path: str, exclusive: bool):
-    """``index_path``'s lock (a file beside it), held exclusively or shared; nothing where the
-    platform has no ``fcntl`` or the folder cannot be written (Numba then caches elsewhere)."""
-    try:
-        os.makedirs(os.path.dirname(index_path), exist_ok=True)
-        lock = open(f"{index_path}.lock", "ab")  # noqa: SIM115 (held across the yield)
-    except (OSError, TypeError):
-        lock = None
-    if lock is None or fcntl is None:
-        yield
-        return
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    """``index_path``'s lock (a file beside it), held exclusively or shared where it can be taken:
+    not where the platform has no ``fcntl``, the folder cannot be written (Numba then caches
+    elsewhere) or its file system has no locks (some network mounts)."""
+    lock = None
+    if fcntl is not None:
         try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            lock = open(f"{index_path}.lock", "ab")  # noqa: SIM115 (closed below)
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        except OSError:
+            if lock is not None:
+                lock.close()
+            lock = None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.close()  # which releases the lock
 
 
 class LockedIndex(IndexDataCacheFile):

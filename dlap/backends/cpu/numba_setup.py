@@ -25,11 +25,11 @@ started earlier in the process keeps its own policy. Small problems run on one t
 **Cache updates under a lock.** Numba adds a kernel's compiled version to the cache by reading
 the kernel's index, naming a data file after the entries it found, and writing both back. Two
 processes that compile one kernel for different types at once (``dlap warmup --jobs``, Dask
-workers, a test suite's processes) read the index before either writes it and name both data
-files alike; the index then gave one type the other's machine code, and every later process
-failed on it ("can't unbox array" for a batch of int64 costs; Numba's issue 10128). dlap's
-kernels (:func:`njit`, :class:`PrangeKernel`) read and update their cache entries under a lock
-on a file beside the index (:class:`LockedIndex`; where the platform has ``fcntl``).
+workers, a test suite's processes) can both read the index before either writes it and name
+both data files alike; the index then gives one type the other's machine code in every later
+process (wrong numbers, or "can't unbox array"; Numba's issue 10128). dlap's kernels
+(:func:`njit`, :class:`PrangeKernel`) read and update their cache entries under a lock on a file
+beside the index (:class:`LockedIndex`; where the platform has ``fcntl``).
 
 **Read-only costs.** Numba types a read-only array apart from a writable one and compiles each
 kernel for both: a caller's memory-mapped matrix cost a second compilation of every kernel it

@@ -41,6 +41,10 @@ def pytest_collection_modifyitems(config, items):
         for marker, (skip, why) in skips.items():
             if skip and item.get_closest_marker(marker):
                 item.add_marker(pytest.mark.skip(reason=why))
+    # the files that start Dask clusters, the longest, first: pytest-xdist's --dist loadfile hands
+    # out files in this order, so the last ones to finish are short (a sort keeps each file's order)
+    clusters = {item.path for item in items if item.get_closest_marker("distributed")}
+    items.sort(key=lambda item: item.path not in clusters)
 
 
 def pytest_configure(config):

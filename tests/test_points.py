@@ -613,6 +613,29 @@ def test_the_gpu_computes_the_cpus_costs(metric, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("metric", METRICS)
+def test_float32_subnormal_coordinates_cost_the_same_on_both_devices(metric):
+    """float32 points whose coordinates are subnormal (below 2**-126) are widened exactly on the
+    GPU too (common.cuh's widen: a plain conversion flushed them to zero on an H200), so both
+    devices compute the same nonzero costs."""
+    import cupy
+
+    from dlap.points.costs import PointCosts
+
+    rng = np.random.default_rng(12)
+    a, b = ((rng.integers(1, 2**23, (size, 3)) * 2.0**-149).astype(np.float32) for size in (20, 30))
+    assert (np.abs(a) < np.finfo(np.float32).tiny).all() and a.min() > 0
+    p = 1.5 if metric == "minkowski" else 0.0
+    cpu = PointCosts(a, b, metric, p, "cpu")[0:20]
+    gpu = PointCosts(cupy.asarray(a), cupy.asarray(b), metric, p, "gpu")[0:20].get()
+    assert np.count_nonzero(cpu) > 0
+    if metric == "minkowski":
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-14)
+    else:
+        np.testing.assert_array_equal(gpu, cpu)
+
+
+@pytest.mark.gpu
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 40), m=st.integers(1, 150), d=st.integers(1, 6),
        metric=st.sampled_from(["euclidean", "sqeuclidean", "cityblock", "cosine"]), maximize=st.booleans(),

@@ -137,6 +137,37 @@ def test_the_cheapest_entries_among_given_columns(seed, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(5))
+def test_the_gpus_cheapest_entries_of_subnormal_float32_costs(seed):
+    """float32 costs of 0 to 4 units of 2**-140 (subnormal) keep their order on the GPU: widened
+    exactly (common.cuh's widen), not flushed to zero into ties."""
+    import cupy
+
+    from dlap.backends.gpu import points
+
+    cost, rows, columns, k, expected_cols, expected_cost = _entries_among(seed, np.float32)
+    unit = 2.0**-140
+    cols, found = np.empty((rows.size, k), dtype=np.int64), np.empty((rows.size, k))
+    points.cheapest_among(cupy.asarray(cost * np.float32(unit)), rows, columns, k, cols, found)
+    np.testing.assert_array_equal(cols, expected_cols)
+    np.testing.assert_array_equal(found, expected_cost * unit)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(40, 40), (30, 45)])
+def test_a_cupy_float32_matrix_of_subnormal_costs_on_the_gpu_engine(shape):
+    """The sparse engine's blocks and pair costs of a CuPy float32 matrix widen its subnormal
+    costs exactly: the CPU's optimum, certified."""
+    import cupy
+
+    rng = np.random.default_rng(shape[1])
+    cost = (rng.integers(1, 1000, shape) * 2.0**-140).astype(np.float32)
+    expected = dlap.solve(cost, method="sparse", device="cpu")
+    result = dlap.solve(cupy.asarray(cost), method="sparse", device="gpu")
+    assert result.objective == expected.objective > 0 and result.verify().optimal
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("seed", range(20))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 def test_the_cheapest_entries_among_given_columns_on_the_gpu(seed, dtype):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..certificate import BLOCK_ELEMENTS
+from ..certificate import BLOCK_ELEMENTS, widened
 from ..device import array_module, to_host
 from .search import price_in_part
 
@@ -35,7 +35,7 @@ class MatrixSearch:
         for start in range(0, n if rows is None else rows.shape[0], step):
             block = self.matrix[start : start + step] if rows is None else \
                 self.matrix[self.xp.asarray(rows[start : start + step])]
-            yield start, block.astype(np.float64)
+            yield start, widened(block)  # exact: CuPy's astype flushes float32 subnormals
 
     def _cheapest(self, block, k: int, axis: int):
         """Each line's ``k`` cheapest entries of ``block`` along ``axis`` (indices, costs; cheapest
@@ -135,7 +135,7 @@ class MatrixSearch:
 
     def pair_costs(self, rows, cols):
         xp = self.xp
-        return to_host(self.matrix[xp.asarray(rows), xp.asarray(cols)].astype(np.float64))
+        return to_host(widened(self.matrix[xp.asarray(rows), xp.asarray(cols)]))
 
     def nearest_among(self, rows, columns, k: int):
         """The ``k`` cheapest of ``columns`` (ascending) for each of ``rows`` (edges; column -1

@@ -18,6 +18,8 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from ..certificate import widened
+
 Metric = Literal["euclidean", "sqeuclidean", "cityblock", "minkowski", "cosine"]
 METRICS: tuple[str, ...] = get_args(Metric)
 #: the kernels' number for each metric
@@ -65,7 +67,7 @@ def norms(x, metric: str, xp):
     ValueError for a zero point under cosine (its cosine distance is undefined)."""
     if metric != "cosine":
         return xp.zeros(0)
-    norm = xp.sqrt((x.astype(np.float64) ** 2).sum(axis=1))
+    norm = xp.sqrt((widened(x) ** 2).sum(axis=1))  # exact: CuPy's astype flushes float32 subnormals
     if x.shape[0] and not bool((norm > 0).all()):
         raise ValueError("cosine distance is undefined for a zero point (its norm is 0)")
     return norm

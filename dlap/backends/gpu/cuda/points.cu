@@ -10,17 +10,17 @@ __device__ double point_cost(const T* a, const T* b, const double* na, const dou
   double s = 0.0;
   if (metric <= 1) {  // euclidean, sqeuclidean
     for (int k = 0; k < d; ++k) {
-      double t = (double)x[k] - (double)y[k];
+      double t = widen(x[k]) - widen(y[k]);
       s += t * t;
     }
     if (metric == 0) s = sqrt(s);
   } else if (metric == 2) {  // cityblock
-    for (int k = 0; k < d; ++k) s += fabs((double)x[k] - (double)y[k]);
+    for (int k = 0; k < d; ++k) s += fabs(widen(x[k]) - widen(y[k]));
   } else if (metric == 3) {  // minkowski
-    for (int k = 0; k < d; ++k) s += pow(fabs((double)x[k] - (double)y[k]), p);
+    for (int k = 0; k < d; ++k) s += pow(fabs(widen(x[k]) - widen(y[k])), p);
     s = pow(s, 1.0 / p);
   } else {  // cosine
-    for (int k = 0; k < d; ++k) s += (double)x[k] * (double)y[k];
+    for (int k = 0; k < d; ++k) s += widen(x[k]) * widen(y[k]);
     s = 1.0 - s / (na[i] * nb[j]);
   }
   return sign * s;
@@ -126,7 +126,7 @@ __global__ void cheapest_among(const T* c, long long m, const long long* rows, l
   double worst = DLAP_INF;
   for (long long base = 0; base < count; base += ROW_LANES) {
     const long long t = base + lane;
-    const double x = t < count ? (double)row[columns[t]] : DLAP_INF;
+    const double x = t < count ? widen(row[columns[t]]) : DLAP_INF;
     size = warp_take(keys, items, size, k, worst, __ballot_sync(ALL_LANES, x < worst), x, base, lane);
   }
   fill_tail(keys, items, size, k, lane);

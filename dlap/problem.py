@@ -269,6 +269,15 @@ def shifted(matrix, offset: int, maximize: bool, dtype):
     return xp.ascontiguousarray(wide, dtype=dtype)
 
 
+def negated(matrix, dtype):
+    """``-matrix`` in ``dtype``, a new array. A CuPy float32 matrix has its sign bits flipped:
+    CuPy's float32 arithmetic flushes subnormals to zero."""
+    xp = array_module(matrix)
+    if xp is np or matrix.dtype != np.float32 or np.dtype(dtype) != np.float32:
+        return xp.negative(matrix, dtype=dtype)
+    return xp.bitwise_xor(matrix.view(np.int32), np.int32(-(2**31))).view(np.float32)
+
+
 def prepare(cost, maximize: bool = False, deferred: bool = False) -> Problem:
     """Validate ``cost`` and return the minimisation problem a solver works on.
 
@@ -303,7 +312,7 @@ def prepare(cost, maximize: bool = False, deferred: bool = False) -> Problem:
         # a new array; the caller's matrix is untouched
         matrix = shifted(matrix, offset, bool(maximize), dtype)
     elif maximize:
-        matrix = xp.negative(matrix, dtype=dtype)
+        matrix = negated(matrix, dtype)
     # no copy when the caller's matrix is already contiguous in the working dtype: solvers only read it.
     matrix = xp.ascontiguousarray(matrix, dtype=dtype)
     exponent = scale_exponent(check_entries(matrix))

@@ -85,11 +85,12 @@ def test_the_exact_optimum_the_tests_compare_with_is_every_assignment_s_best(n, 
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("maximize", [False, True])
-def test_subnormal_costs_agree_with_the_exact_optimum(method, maximize):
-    tiny = 5e-324
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_subnormal_costs_agree_with_the_exact_optimum(method, maximize, dtype):
+    tiny = np.finfo(dtype).smallest_subnormal
     rng = np.random.default_rng(7)
     for _ in range(20):
-        cost = rng.integers(0, 4, (4, 5)) * tiny
+        cost = rng.integers(0, 4, (4, 5)).astype(dtype) * tiny
         result = dlap.solve(cost, method=method, maximize=maximize, device="cpu")
         exact = exact_optimum(cost, maximize)
         if method == "dgs":  # a heuristic: between its bound and any assignment
@@ -97,6 +98,28 @@ def test_subnormal_costs_agree_with_the_exact_optimum(method, maximize):
             assert sign * result.lower_bound <= sign * exact <= sign * result.objective
             continue
         assert result.objective == exact and result.verify().optimal, result.verify()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("maximize", [False, True])
+def test_float32_subnormal_costs_on_the_gpu(method, maximize):
+    """CuPy float32 matrices whose costs are all subnormal (units of 2**-149): the GPU engines'
+    matched costs, greedy excess and exact duals widen them exactly (CuPy's conversion to float64
+    flushes them to zero, and a matrix of zeros is solved by any assignment)."""
+    import cupy
+
+    rng = np.random.default_rng(8)
+    for shape in [(4, 5), (5, 4), (30, 30), (40, 60)]:
+        cost = (rng.integers(0, 8, shape) * 2.0**-149).astype(np.float32)
+        matrix = cupy.asarray(cost)
+        result = dlap.solve(matrix, method=method, maximize=maximize, device="gpu")
+        exact = exact_optimum(cost, maximize)
+        if method == "dgs":
+            sign = -1 if maximize else 1
+            assert sign * result.lower_bound <= sign * exact <= sign * result.objective
+            continue
+        assert result.objective == exact and result.verify().optimal, (shape, result.objective, exact)
 
 
 # ---------------------------------------------------------------- huge magnitudes

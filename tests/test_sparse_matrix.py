@@ -163,7 +163,8 @@ def test_a_cupy_float32_matrix_of_subnormal_costs_on_the_gpu_engine(shape):
     rng = np.random.default_rng(shape[1])
     cost = (rng.integers(1, 1000, shape) * 2.0**-140).astype(np.float32)
     expected = dlap.solve(cost, method="sparse", device="cpu")
-    result = dlap.solve(cupy.asarray(cost), method="sparse", device="gpu")
+    matrix = cupy.asarray(cost)
+    result = dlap.solve(matrix, method="sparse", device="gpu")
     assert result.objective == expected.objective > 0 and result.verify().optimal
 
 

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from ..certificate import widened
 from ..device import array_module
 from ..hungarian.state import HungarianState
 from ..problem import Problem
@@ -174,7 +175,7 @@ class Backend(ABC):
     def matched_costs(self, state: HungarianState):
         """The assigned entries ``C[i, row_match[i]]`` in float64 (every row assigned)."""
         xp = array_module(state.cost)
-        return state.cost[xp.arange(state.n_rows), state.row_match].astype(np.float64)
+        return widened(state.cost[xp.arange(state.n_rows), state.row_match])
 
     def reduced_row_minima(self, state: HungarianState, v):
         """``min_j (C[i, j] - v[j])`` for every row, in float64, into a new array."""

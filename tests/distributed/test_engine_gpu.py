@@ -18,7 +18,13 @@ import dlap.generate  # noqa: E402
 from dlap.distributed.cluster import ucx_waits_spin, worker_addresses  # noqa: E402
 from dlap.generate import uniform_block, uniform_dask  # noqa: E402
 
-from ..helpers import assert_nan_slab_refused, received_bytes, reference, solve_in_background  # noqa: E402
+from ..helpers import (  # noqa: E402
+    assert_nan_slab_refused,
+    exact_optimum,
+    received_bytes,
+    reference,
+    solve_in_background,
+)
 
 METHODS = ["classical", "hybrid", "tree"]
 
@@ -56,6 +62,16 @@ def test_float32_subnormal_costs_reach_the_objective(client, method):
     cost = np.array([[1e-45, 1.0, 2.0], [1.0, 3e-45, 2.0], [2.0, 2.0, 1e-44]], dtype=np.float32)
     result = dd.solve(da.from_array(cost, chunks=(3, 3)), client, method=method, device="gpu")
     assert result.objective == float(cost[0, 0]) + float(cost[1, 1]) + float(cost[2, 2])
+    assert result.verify().optimal
+
+
+@pytest.mark.parametrize("method", ["auto", *METHODS])
+def test_float32_costs_that_are_all_subnormal(client, method):
+    """Costs in units of 2**-149 only: the ranks' matched costs and duals widen them exactly
+    (flushed to zero, every assignment of the matrix would look optimal)."""
+    cost = (np.random.default_rng(9).integers(0, 8, (40, 40)) * 2.0**-149).astype(np.float32)
+    result = dd.solve(da.from_array(cost, chunks=(20, 40)), client, method=method, device="gpu")
+    assert result.objective == exact_optimum(cost, False)
     assert result.verify().optimal
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import cupy
 import numpy as np
 
+from ...certificate import widened
 from ...device import require_device_memory
 from ...hungarian.state import HungarianState
 from ...problem import FLOAT_HEADROOM, MSG_INVALID, Problem, scale_exponent, unscaled_duals
@@ -664,7 +665,7 @@ class GPUBackend(DeviceBackend):
             return None
         kept = picked >= 0
         rows, cols = order[kept], picked[kept]
-        excess = state.cost[rows, cols].astype(np.float64) - state.v[cols] - state.u[rows]
+        excess = widened(state.cost[rows, cols]) - state.v[cols] - state.u[rows]
         install_assignment(state, rows, cols)
         return math.fsum(excess.get().tolist())
 
@@ -695,7 +696,7 @@ class GPUBackend(DeviceBackend):
 
     def exact_duals(self, state):
         cols = state.row_match
-        state.u[:] = state.cost[cupy.arange(state.n_rows), cols].astype(np.float64) - state.v[cols]
+        state.u[:] = widened(state.cost[cupy.arange(state.n_rows), cols]) - state.v[cols]
 
     # ---------------------------------------------------------------- results
 

@@ -42,7 +42,7 @@ from ...device import is_device_array
 from ...hungarian import device_variant, run_method
 from ...hungarian.phases import start_afresh
 from ...hungarian.sparse import solve_sparse
-from ...problem import Problem, check_entries, scale_exponent, shifted, unscaled
+from ...problem import Problem, check_entries, negated, scale_exponent, shifted, unscaled
 from ...progress import SolveProgress
 from ...result import Stats
 from ...threads import get_num_threads
@@ -533,7 +533,7 @@ def prepare_slab(block, maximize: bool, transpose: bool, dtype, offset: int = 0)
     if offset or (maximize and np.dtype(dtype).kind == "i"):
         block = shifted(block, offset, maximize, dtype)
     elif maximize:
-        block = xp.negative(block, dtype=dtype)
+        block = negated(block, dtype)
     block = xp.ascontiguousarray(block, dtype=dtype)
     check_entries(block)
     return block

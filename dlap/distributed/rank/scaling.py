@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from ...backends.base import install_assignment
+from ...certificate import widened
 from .comm import to_host
 
 
@@ -232,7 +233,7 @@ class DistributedScaling:
         xp, slab = self.xp, self.slab
         mine = (cols >= self.lo) & (cols < self.hi)
         out = xp.full(rows.shape[0], np.inf)
-        out[mine] = slab.cost[rows[mine], cols[mine] - self.lo].astype(np.float64)
+        out[mine] = widened(slab.cost[rows[mine], cols[mine] - self.lo])
         return self.comm.allreduce(out, "min")
 
     def _owner(self, col: int) -> int:

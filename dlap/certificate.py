@@ -19,8 +19,9 @@ step 4 is reported and not required: the bound alone then proves how far it is f
 Integer matrices are certified exactly: integer duals, the entries shifted by their minimum into
 ``[0, span]`` (:data:`dlap.problem.MAX_INTEGER_SPAN`) so that int64 holds every reduced cost, and
 sums in Python ints. Float matrices within ``rtol``: each entry's slack against the magnitudes of
-the matrix and duals, the gap against the magnitudes summed (sums by ``math.fsum``), neither below
-the smallest normal number of the costs' dtype.
+the matrix and duals, the gap against the magnitudes summed (sums by ``math.fsum``), with no floor
+but float64's smallest subnormal per row: every solver widens float32 costs exactly, subnormals
+included, so assignments one subnormal apart are told apart.
 """
 
 from __future__ import annotations
@@ -233,7 +234,7 @@ def _float_terms(xp, c, rows, cols, u, v, sign, objective, heuristic, rtol, prob
     matched = sign * widened(c[rows, cols])
     slackness = float(abs(matched - u[rows] - v[cols]).max()) if rows.size else 0.0
     return float_verdict(
-        xp, scan, matched, cols, u, v, slackness, exponent, float(np.finfo(c.dtype).tiny), rtol, objective, heuristic,
+        xp, scan, matched, cols, u, v, slackness, exponent, rtol, objective, heuristic,
         problems, reductions, sign,
     )
 
@@ -310,7 +311,7 @@ def merge_minima(low, error, other_low, other_error):
     return xp.minimum(low, other_low), error
 
 
-def float_verdict(xp, scan: FloatScan, matched, cols, u, v, slackness: float, exponent: int, tiny: float,
+def float_verdict(xp, scan: FloatScan, matched, cols, u, v, slackness: float, exponent: int,
                   rtol: float, objective, heuristic: bool, problems: list, reductions, sign: int = 1,
                   stored: bool = True) -> Certificate:
     """The float certificate from a whole matrix's :class:`FloatScan` (a rank's, combined):
@@ -323,7 +324,6 @@ def float_verdict(xp, scan: FloatScan, matched, cols, u, v, slackness: float, ex
     which are the caller's (``sign`` -1: maximised)."""
     k, rectangular = u.shape[0], u.shape[0] < v.shape[0]
     f = math.ldexp(1.0, -exponent)  # values scaled by f are exact unless they fall below 2**-1022
-    floor = max(tiny * f, _SUBNORMAL)
     if not bool(xp.isfinite(matched).all()):
         problems.append("the assignment takes a forbidden (infinite) pair")
         matched = xp.where(xp.isfinite(matched), matched, 0.0)
@@ -336,12 +336,13 @@ def float_verdict(xp, scan: FloatScan, matched, cols, u, v, slackness: float, ex
     # largest cost and dual (of a square matrix's duals shifted to max(v) = 0, which no common
     # offset changes); the proof below needs no such allowance
     shifted = _unscaled(_shifted_magnitude(u * f, v * f, rectangular), exponent)
-    tolerance = rtol * (scan.largest + shifted) + _unscaled(floor, exponent)
+    tolerance = rtol * (scan.largest + shifted) + _unscaled(_SUBNORMAL, exponent)
     # the proof: an exact lower bound, from the given column duals, from v = 0 (an assignment of
     # every row's cheapest entry), or else from one more reduction of either (a second pass)
     ms = matched * f
     magnitude = exact_sum(abs(ms))
-    allowed = rtol * magnitude + k * floor  # (a cost that scaling made subnormal: off by 2**-1075)
+    # the gap is rounded up by one step; scaling rounds each cost it makes subnormal (by 2**-1075)
+    allowed = rtol * magnitude + (k if exponent else 1) * _SUBNORMAL
     vb = bound_duals(xp, v, rectangular, exponent)
     above, gap, bound = min(_gap_above(ms, scan.row_minima, scan.row_errors, vb),
                             _gap_above(ms, scan.cost_minima, xp.zeros_like(vb)))
@@ -356,7 +357,7 @@ def float_verdict(xp, scan: FloatScan, matched, cols, u, v, slackness: float, ex
         value = _real(objective)
         if value is None:
             problems.append(f"the stored objective {objective!r} is not a number")
-        elif not _objective_agrees(sign * value, primal, magnitude, exponent, k, floor):
+        elif not _objective_agrees(sign * value, primal, magnitude, exponent, k, _SUBNORMAL):
             problems.append(f"the stored objective {objective!r} is not the assignment's cost {sign * primal!r}")
     relative = gap / magnitude if magnitude > 0 else (0.0 if gap <= 0 else math.inf)
     return _verdict(sign * primal, sign * _unscaled(bound, exponent), _unscaled(max(gap, 0.0), exponent), relative,

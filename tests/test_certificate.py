@@ -7,6 +7,7 @@ import pytest
 
 import dlap
 from dlap import generate
+from dlap.certificate import certify
 
 from .configs import CONFIGS
 
@@ -67,6 +68,19 @@ def test_progress_callback_reaches_all_rows():
     dlap.solve(generate.uniform(200, 1.0), progress=seen.append)
     assert (seen[-1].matched, seen[-1].total, seen[-1].fraction) == (200, 200, 1.0)
     assert all(update.total == 200 for update in seen)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_assignments_a_subnormal_apart_are_told_apart(dtype):
+    """A float32 gap of one subnormal unit (2**-149) is a gap: the float tolerance's floor is
+    float64's smallest normal number, whatever the costs' dtype (it was float32's, 2**-126, which
+    certified this wrong assignment)."""
+    unit = np.finfo(dtype).smallest_subnormal
+    cost = np.array([[1, 2], [2, 1]], dtype=dtype) * unit
+    wrong = certify(cost, [0, 1], [1, 0], float(2 * cost[0, 1]), np.zeros(2), np.full(2, float(cost[0, 1])))
+    assert not wrong.optimal
+    result = dlap.solve(cost)
+    assert result.objective == 2 * float(unit) and result.verify().optimal
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])

@@ -233,7 +233,7 @@ class DistributedSolver:
             return [(comm.allgatherv(low, sizes), comm.allgatherv(error, sizes)) for low, error in found]
 
         return float_verdict(xp, scan, comm.allgatherv(widened(picked)), replica.row_match, replica.u, replica.v, float(worst[2]), 0,
-                             float(np.finfo(c.dtype).tiny), CERTIFICATE_RTOL, None, False, [], reductions,
+                             CERTIFICATE_RTOL, None, False, [], reductions,
                              stored=False)
 
     def _merged(self, low, error):

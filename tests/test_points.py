@@ -358,7 +358,7 @@ def test_the_searches_report_rows_with_too_few_columns(core_threads):
     rng = np.random.default_rng(3)
     lists = [[0], [0], [0]] + [sorted({i, *rng.integers(3, n, 2).tolist()}) for i in range(3, n)]
     indptr = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
-    indices = np.array([j for x in lists for j in x], dtype=np.int64)
+    indices = np.array([j for x in lists for j in x], dtype=np.int32)  # the engine's core's column type
     costs = rng.random(indices.size)
     u, v = np.empty(n), np.zeros(n)
     col4row, row4col = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
@@ -834,7 +834,7 @@ def test_contending_threads_keep_eps_slackness(seed, core_threads):
     rows = np.repeat(np.arange(n), k + 1)
     near = (np.arange(n)[:, None] + rng.integers(-band, band + 1, (n, k))) % n
     keys = np.unique(rows * n + np.concatenate([near, np.arange(n)[:, None]], axis=1).ravel())
-    indptr, indices = np.searchsorted(keys // n, np.arange(n + 1)).astype(np.int64), keys % n
+    indptr, indices = np.searchsorted(keys // n, np.arange(n + 1)).astype(np.int64), (keys % n).astype(np.int32)
     costs = rng.integers(0, 4, keys.size).astype(np.float64)
     last = 1e-4
     v, col4row, row4col = np.zeros(n), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
@@ -933,7 +933,7 @@ def test_a_matching_that_ignores_costs_reports_its_dead_end(listed):
 
     col4row, row4col = np.full(3, -1, dtype=np.int64), np.full(3, -1, dtype=np.int64)
     scanned, counters = np.empty(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
-    indptr, indices = np.array([0, 2, 4, 6], dtype=np.int64), np.array([0, 1, 1, 0, 1, 0], dtype=np.int64)
+    indptr, indices = np.array([0, 2, 4, 6], dtype=np.int64), np.array([0, 1, 1, 0, 1, 0], dtype=np.int32)
     new = NewEdges(3)
     assert match_rows(indptr, indices, col4row, row4col, np.arange(3), scanned, counters, new.first, new.next,
                       new.cols) == 2
@@ -942,7 +942,7 @@ def test_a_matching_that_ignores_costs_reports_its_dead_end(listed):
     if listed:
         new.add(np.array([1, 0, 1]), np.array([1, 2, 0]), np.zeros(3))  # row 1's edges are in the CSR already
     else:
-        indptr, indices = np.array([0, 3, 5, 7], dtype=np.int64), np.array([0, 1, 2, 1, 0, 1, 0], dtype=np.int64)
+        indptr, indices = np.array([0, 3, 5, 7], dtype=np.int64), np.array([0, 1, 2, 1, 0, 1, 0], dtype=np.int32)
     assert match_rows(indptr, indices, col4row, row4col, np.array([2]), scanned, counters, new.first, new.next,
                       new.cols) == -1
     assert sorted(col4row.tolist()) == [0, 1, 2] and all(row4col[col4row[i]] == i for i in range(3))

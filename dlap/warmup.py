@@ -36,6 +36,14 @@ def _structured(dtype, rows: int, cols: int, seed: int) -> np.ndarray:
     return (cost * 1000).astype(dtype) if np.dtype(dtype).kind == "i" else cost.astype(dtype)
 
 
+def _crowded(dtype, n: int) -> np.ndarray:
+    """Every row's cheapest columns the same ones (column j costs about 4 j in every row): the
+    sparse engine's searches reach rows the core gives too few columns, which it joins to free
+    columns (``dlap.points.core._to_free_columns``)."""
+    rng = np.random.default_rng(0)
+    return (np.arange(n)[None, :] * 4 + rng.integers(0, 3, (n, 1))).astype(dtype)
+
+
 def _matrix_paths(device: str, dtype, dense: bool = True, sparse: bool = True) -> list[tuple[str, Callable[[], object]]]:
     """The paths of matrices of ``dtype``: the dense methods', batches' and DGS's (``dense``), the
     sparse engine's (``sparse``)."""
@@ -60,6 +68,9 @@ def _matrix_paths(device: str, dtype, dense: bool = True, sparse: bool = True) -
             cost = _structured(dtype, *variant["shape"], seed=k)
             paths.append((f"{dtype} {method} {cost.shape[0]}x{cost.shape[1]} {options}",
                           solved(cost, method=method, **options)))
+    if sparse:
+        crowded = _crowded(dtype, 4 * SIDE)
+        paths.append((f"{dtype} sparse crowded {crowded.shape[0]}x{crowded.shape[1]}", solved(crowded, method="sparse")))
     if not dense:
         return paths
     stacked = np.stack([_structured(dtype, SIDE // 4, SIDE // 4, seed) for seed in range(4)])

@@ -20,8 +20,9 @@ Integer matrices are certified exactly: integer duals, the entries shifted by th
 ``[0, span]`` (:data:`dlap.problem.MAX_INTEGER_SPAN`) so that int64 holds every reduced cost, and
 sums in Python ints. Float matrices within ``rtol``: each entry's slack against the magnitudes of
 the matrix and duals, the gap against the magnitudes summed (sums by ``math.fsum``), with no floor
-but float64's smallest subnormal per row: every solver widens float32 costs exactly, subnormals
-included, so assignments one subnormal apart are told apart.
+but float64's smallest subnormal (one per row where a huge matrix was scaled into range): every
+solver widens float32 costs exactly, subnormals included, so assignments one subnormal apart are
+told apart.
 """
 
 from __future__ import annotations
@@ -357,7 +358,7 @@ def float_verdict(xp, scan: FloatScan, matched, cols, u, v, slackness: float, ex
         value = _real(objective)
         if value is None:
             problems.append(f"the stored objective {objective!r} is not a number")
-        elif not _objective_agrees(sign * value, primal, magnitude, exponent, k, _SUBNORMAL):
+        elif not _objective_agrees(sign * value, primal, magnitude, exponent, k):
             problems.append(f"the stored objective {objective!r} is not the assignment's cost {sign * primal!r}")
     relative = gap / magnitude if magnitude > 0 else (0.0 if gap <= 0 else math.inf)
     return _verdict(sign * primal, sign * _unscaled(bound, exponent), _unscaled(max(gap, 0.0), exponent), relative,
@@ -433,13 +434,13 @@ def _real(x):
         return math.inf if x > 0 else -math.inf
 
 
-def _objective_agrees(stored: float, primal: float, magnitude: float, exponent: int, k: int, floor: float) -> bool:
+def _objective_agrees(stored: float, primal: float, magnitude: float, exponent: int, k: int) -> bool:
     """Whether a stored objective is the assignment's cost summed in some order: within the
     rounding of a sum of ``k`` terms of total magnitude ``magnitude`` (scaled units)."""
     if math.isinf(primal) or math.isinf(stored):
         return stored == primal
     f = math.ldexp(1.0, -exponent)
-    return abs(stored * f - primal * f) <= (k + 1) * _EPS * magnitude + floor
+    return abs(stored * f - primal * f) <= (k + 1) * _EPS * magnitude + _SUBNORMAL
 
 
 def _unassigned_duals(xp, v, cols):

@@ -72,9 +72,9 @@ def test_progress_callback_reaches_all_rows():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_assignments_a_subnormal_apart_are_told_apart(dtype):
-    """A float32 gap of one subnormal unit (2**-149) is a gap: the float tolerance's floor is
-    float64's smallest normal number, whatever the costs' dtype (it was float32's, 2**-126, which
-    certified this wrong assignment)."""
+    """A gap of one subnormal unit (float32's 2**-149, float64's 2**-1074) is a gap: the float
+    tolerance's floor is float64's smallest subnormal, whatever the costs' dtype (it was the
+    dtype's smallest normal number, 2**-126 for float32, which certified this wrong assignment)."""
     unit = np.finfo(dtype).smallest_subnormal
     cost = np.array([[1, 2], [2, 1]], dtype=dtype) * unit
     wrong = certify(cost, [0, 1], [1, 0], float(2 * cost[0, 1]), np.zeros(2), np.full(2, float(cost[0, 1])))

@@ -73,7 +73,7 @@ class Certificate:
 
 def _shown(x, digits: int = 12) -> str:
     """An integer certificate's values in full, a float's to ``digits`` significant digits."""
-    return str(x) if isinstance(x, int) else f"{x:.{digits}g}"
+    return str(x) if isinstance(x, int) else f"{x + 0.0:.{digits}g}"  # (+ 0.0: no "-0")
 
 
 def refused(problems) -> Certificate:

@@ -580,6 +580,70 @@ def test_bad_points_get_clear_errors():
         dlap.solve_points(a, a, candidates=0)
 
 
+@pytest.mark.parametrize("maximize", [False, True])
+@pytest.mark.parametrize(("metric", "scale"), [
+    ("euclidean", 1e200), ("sqeuclidean", 1e155), ("cityblock", 1e308), ("minkowski", 1e150), ("cosine", 1e200),
+])
+def test_points_whose_values_overflow_are_refused(metric, scale, maximize):
+    """Costs beyond 2**1000 or past float64 on the way (scipy's cdist gives inf or NaN there):
+    a clear error, where the engine looped forever (euclidean, minkowski, cosine), reported an
+    uncertified inf (sqeuclidean) or failed in its own sums (cityblock near 1e308)."""
+    rng = np.random.default_rng(1)
+    a, b = rng.random((6, 2)) * scale, rng.random((7, 2)) * scale
+    for x, y in ((a, b), (b, a)):
+        with pytest.raises(ValueError, match=f"{metric} values can pass 2\\*\\*1000 or overflow"):
+            dlap.solve_points(x, y, metric, p=3.0 if metric == "minkowski" else None, maximize=maximize)
+
+
+@pytest.mark.parametrize(("metric", "top"), [("euclidean", 1e150), ("sqeuclidean", 3e150), ("cityblock", 1e301),
+                                             ("minkowski", 1e150)])
+def test_values_just_below_the_limit_are_solved_exactly(metric, top):
+    """Coordinates as large as the values allow (their squares within float64; sums within
+    2**1000): scipy's optimum, certified, both ways."""
+    from scipy.optimize import linear_sum_assignment
+    from scipy.spatial.distance import cdist
+
+    rng = np.random.default_rng(2)
+    a, b = (rng.random((9, 2)) - 0.5) * top / 2, (rng.random((12, 2)) - 0.5) * top / 2
+    for maximize in (False, True):
+        cost = cdist(a, b, metric)
+        best = cost[linear_sum_assignment(cost, maximize=maximize)].sum()
+        result = dlap.solve_points(a, b, metric, maximize=maximize)
+        assert result.verify().optimal
+        assert cost[result.row_ind, result.col_ind].sum() == pytest.approx(best, rel=1e-12)
+
+
+def test_cosine_of_points_too_small_for_float64_is_refused():
+    """Coordinates of 1e-160: their squares are subnormal, and the cosine values dlap and cdist
+    compute from them part (by 0.1 on a total of 0.2: found by a fuzz); a zero point is still a
+    zero point."""
+    rng = np.random.default_rng(3)
+    a, b = rng.random((8, 2)), rng.random((9, 2))
+    with pytest.raises(ValueError, match="cosine values lose float64's precision"):
+        dlap.solve_points(a * 1e-160, b, "cosine")
+    with pytest.raises(ValueError, match="zero point"):
+        dlap.solve_points(np.vstack([a, np.zeros(2)]), b, "cosine")
+    assert dlap.solve_points(a * 1e-150, b * 1e150, "cosine").verify().optimal  # squares of 1e-300: normal
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cupy_points_whose_values_overflow_are_refused(dtype):
+    """The bound from CuPy points, float32 ones too: refused before the GPU computes a cost."""
+    import cupy
+
+    rng = np.random.default_rng(4)
+    a, b = rng.random((6, 3)), rng.random((7, 3))
+    big = 1e30 if dtype == np.float32 else 1e200  # float32: squares of 1e30 overflow no float64; p = 20 does
+    with pytest.raises(ValueError, match="minkowski values can pass"):
+        dlap.solve_points(cupy.asarray(a * big, dtype=dtype), cupy.asarray(b * big, dtype=dtype), "minkowski", p=20.0)
+    if dtype == np.float64:  # (float32 coordinates square to normal float64s)
+        with pytest.raises(ValueError, match="cosine values lose"):
+            dlap.solve_points(cupy.asarray(a * 1e-160), cupy.asarray(b), "cosine")
+    a_gpu, b_gpu = cupy.asarray(a, dtype=dtype), cupy.asarray(b, dtype=dtype)
+    assert dlap.solve_points(a_gpu, b_gpu, "euclidean").verify().optimal
+
+
 def test_empty_sets_and_the_callers_arrays():
     empty = dlap.solve_points(np.zeros((0, 2)), np.ones((4, 2)))
     assert empty.row_ind.shape == (0,) and empty.objective == 0

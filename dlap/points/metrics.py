@@ -19,9 +19,14 @@ from typing import Literal, get_args
 import numpy as np
 
 from ..certificate import widened
+from ..device import to_host
+from ..problem import FLOAT_HEADROOM
 
 Metric = Literal["euclidean", "sqeuclidean", "cityblock", "minkowski", "cosine"]
 METRICS: tuple[str, ...] = get_args(Metric)
+#: the least squared norm of a point under cosine: below it the sum's terms are subnormal, and its
+#: rounding is no longer float64's relative one (cdist's values and dlap's part)
+COSINE_LEAST_SQUARES = 2.0**-1021
 #: the kernels' number for each metric
 METRIC_IDS = {name: number for number, name in enumerate(METRICS)}
 
@@ -62,12 +67,60 @@ def check_points(a, b, xp) -> tuple:
     return xp.ascontiguousarray(a), xp.ascontiguousarray(b)
 
 
+def check_range(a, b, metric: str, exponent: float) -> None:
+    """ValueError where a pair's metric value could pass :data:`dlap.problem.FLOAT_HEADROOM`
+    (2**1000), or overflow float64 on the way (a cosine's norms and products): the engine's
+    duals and reduced costs are sums and differences of such values (issue 37). The bound is
+    each coordinate's spread over both sets (cosine: its largest magnitudes) put through the
+    metric's formula, summed in the kernels' order: rounding is monotone, so no pair's value
+    exceeds it."""
+    if not (a.shape[0] and b.shape[0] and a.shape[1]):
+        return
+    lo = np.minimum(to_host(a.min(axis=0)), to_host(b.min(axis=0))).astype(np.float64)
+    hi = np.maximum(to_host(a.max(axis=0)), to_host(b.max(axis=0))).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if metric == "cosine":
+            a_big = np.maximum(-to_host(a.min(axis=0)), to_host(a.max(axis=0))).astype(np.float64)
+            b_big = np.maximum(-to_host(b.min(axis=0)), to_host(b.max(axis=0))).astype(np.float64)
+            a_norm, b_norm = math.sqrt(_in_order(a_big * a_big)), math.sqrt(_in_order(b_big * b_big))
+            within = math.isfinite(_in_order(a_big * b_big)) and math.isfinite(a_norm * b_norm)
+        else:
+            spread = hi - lo
+            if metric == "cityblock":
+                value = _in_order(spread)
+            elif metric == "minkowski":
+                value = _in_order(spread**exponent) ** (1.0 / exponent)
+            else:
+                value = _in_order(spread * spread)
+                value = math.sqrt(value) if metric == "euclidean" else value
+            within = value <= FLOAT_HEADROOM
+    if not within:
+        raise ValueError(
+            f"the points' {metric} values can pass 2**1000 or overflow float64 (coordinates from {lo.min():.3g} "
+            f"to {hi.max():.3g}), beyond what dlap solves exactly; scale the points"
+            + (" (their cosine distances do not change)" if metric == "cosine" else ""))
+
+
+def _in_order(terms: np.ndarray) -> float:
+    """The float64 sum of ``terms`` added one after the other, as the kernels sum a pair's."""
+    total = 0.0
+    for term in terms.tolist():
+        total += term
+    return total
+
+
 def norms(x, metric: str, xp):
     """Each point's norm (float64) where the metric needs it (cosine), else an empty array;
-    ValueError for a zero point under cosine (its cosine distance is undefined)."""
+    ValueError for a zero point under cosine (its cosine distance is undefined), and for a point
+    whose squared norm is below :data:`COSINE_LEAST_SQUARES`."""
     if metric != "cosine":
         return xp.zeros(0)
-    norm = xp.sqrt((widened(x) ** 2).sum(axis=1))  # exact: CuPy's astype flushes float32 subnormals
-    if x.shape[0] and not bool((norm > 0).all()):
-        raise ValueError("cosine distance is undefined for a zero point (its norm is 0)")
-    return norm
+    x = widened(x)  # exact: CuPy's astype flushes float32 subnormals
+    squares = (x**2).sum(axis=1)
+    if x.shape[0] and not bool((squares >= COSINE_LEAST_SQUARES).all()):
+        if not bool((x != 0).any(axis=1).all()):
+            raise ValueError("cosine distance is undefined for a zero point (its norm is 0)")
+        raise ValueError("the points' cosine values lose float64's precision (a point's squared norm is below "
+                         "2**-1021, where its terms are subnormal); scale the points (their cosine distances "
+                         "do not change)")
+    return xp.sqrt(squares)

@@ -11,7 +11,7 @@ from ..device import device_for, is_device_array, to_host
 from ..options import DEVICES, Device, check_choice
 from ..progress import ProgressBar
 from ..result import Assignment, Stats
-from .metrics import Metric, check_metric, check_points
+from .metrics import Metric, check_metric, check_points, check_range
 
 
 class CostsReference:
@@ -114,6 +114,7 @@ class PointsProblem:
         if self.device == "cpu":
             a, b = to_host(a), to_host(b)
         a, b = check_points(a, b, self.xp)
+        check_range(a, b, metric, self.exponent)
         self.metric = metric
         self.costs = PointCosts(a, b, metric, self.exponent, self.device)
         n, m = self.costs.shape

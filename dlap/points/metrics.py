@@ -69,11 +69,11 @@ def check_points(a, b, xp) -> tuple:
 
 def check_range(a, b, metric: str, exponent: float) -> None:
     """ValueError where a pair's metric value could pass :data:`dlap.problem.FLOAT_HEADROOM`
-    (2**1000), or overflow float64 on the way (a cosine's norms and products): the engine's
-    duals and reduced costs are sums and differences of such values (issue 37). The bound is
-    each coordinate's spread over both sets (cosine: its largest magnitudes) put through the
-    metric's formula, summed in the kernels' order: rounding is monotone, so no pair's value
-    exceeds it."""
+    (2**1000), or overflow float64 on the way (a cosine's squared norms, dot products and norms'
+    products, held below it too): the engine's duals and reduced costs are sums and differences
+    of such values (issue 37). The bound is each coordinate's spread over both sets (cosine: its
+    largest magnitudes) put through the metric's formula, summed in the kernels' order: rounding
+    is monotone, so no pair's value exceeds it."""
     if not (a.shape[0] and b.shape[0] and a.shape[1]):
         return
     lo = np.minimum(to_host(a.min(axis=0)), to_host(b.min(axis=0))).astype(np.float64)
@@ -82,8 +82,8 @@ def check_range(a, b, metric: str, exponent: float) -> None:
         if metric == "cosine":
             a_big = np.maximum(-to_host(a.min(axis=0)), to_host(a.max(axis=0))).astype(np.float64)
             b_big = np.maximum(-to_host(b.min(axis=0)), to_host(b.max(axis=0))).astype(np.float64)
-            a_norm, b_norm = math.sqrt(_in_order(a_big * a_big)), math.sqrt(_in_order(b_big * b_big))
-            within = math.isfinite(_in_order(a_big * b_big)) and math.isfinite(a_norm * b_norm)
+            a_squares, b_squares = _in_order(a_big * a_big), _in_order(b_big * b_big)
+            value = max(a_squares, b_squares, _in_order(a_big * b_big), math.sqrt(a_squares) * math.sqrt(b_squares))
         else:
             spread = hi - lo
             if metric == "cityblock":
@@ -93,8 +93,7 @@ def check_range(a, b, metric: str, exponent: float) -> None:
             else:
                 value = _in_order(spread * spread)
                 value = math.sqrt(value) if metric == "euclidean" else value
-            within = value <= FLOAT_HEADROOM
-    if not within:
+    if not value <= FLOAT_HEADROOM:
         raise ValueError(
             f"the points' {metric} values can pass 2**1000 or overflow float64 (coordinates from {lo.min():.3g} "
             f"to {hi.max():.3g}), beyond what dlap solves exactly; scale the points"

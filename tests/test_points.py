@@ -626,6 +626,18 @@ def test_cosine_of_points_too_small_for_float64_is_refused():
     assert dlap.solve_points(a * 1e-150, b * 1e150, "cosine").verify().optimal  # squares of 1e-300: normal
 
 
+def test_a_core_with_a_cost_that_is_not_finite_is_an_internal_error():
+    """The auction's guard against what check_range keeps out: an ε of NaN or inf never settles."""
+    from dlap.points.core import CoreSolution, SparseCore, _auction
+
+    core = SparseCore(2, 2)
+    core.fill(np.array([[0, 1], [0, 1]]), np.array([[1.0, np.inf], [2.0, 3.0]]))
+    solution = CoreSolution(2, 2)
+    solution.start(core)
+    with pytest.raises(RuntimeError, match="a cost is not finite"):
+        _auction(core, solution, True, {})
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_cupy_points_whose_values_overflow_are_refused(dtype):

@@ -418,8 +418,13 @@ def _auction(core, solution, square: bool, counts, first_eps: float | None = Non
 
 
 def _spread(costs) -> float:
-    """The spread of the core's costs (0 where it has none), the unit of the auction's ε."""
-    return float(costs.max() - costs.min()) if costs.size else 0.0
+    """The spread of the core's costs (0 where it has none), the unit of the auction's ε;
+    RuntimeError where it is not finite (an auction at ε NaN or inf never settles: points whose
+    values overflowed looped forever before :func:`dlap.points.metrics.check_range` refused them)."""
+    spread = float(costs.max() - costs.min()) if costs.size else 0.0
+    if not math.isfinite(spread):
+        raise RuntimeError(f"dlap internal error: the sparse core's costs span {spread} (a cost is not finite)")
+    return spread
 
 
 def _on_a_plateau(core, solution, width: float) -> bool:

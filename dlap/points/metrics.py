@@ -76,12 +76,12 @@ def check_range(a, b, metric: str, exponent: float) -> None:
     is monotone, so no pair's value exceeds it."""
     if not (a.shape[0] and b.shape[0] and a.shape[1]):
         return
-    lo = np.minimum(to_host(a.min(axis=0)), to_host(b.min(axis=0))).astype(np.float64)
-    hi = np.maximum(to_host(a.max(axis=0)), to_host(b.max(axis=0))).astype(np.float64)
+    (a_lo, a_hi), (b_lo, b_hi) = ((to_host(x.min(axis=0)).astype(np.float64), to_host(x.max(axis=0)).astype(np.float64))
+                                  for x in (a, b))
+    lo, hi = np.minimum(a_lo, b_lo), np.maximum(a_hi, b_hi)
     with np.errstate(over="ignore", invalid="ignore"):
         if metric == "cosine":
-            a_big = np.maximum(-to_host(a.min(axis=0)), to_host(a.max(axis=0))).astype(np.float64)
-            b_big = np.maximum(-to_host(b.min(axis=0)), to_host(b.max(axis=0))).astype(np.float64)
+            a_big, b_big = np.maximum(-a_lo, a_hi), np.maximum(-b_lo, b_hi)
             a_squares, b_squares = _in_order(a_big * a_big), _in_order(b_big * b_big)
             value = max(a_squares, b_squares, _in_order(a_big * b_big), math.sqrt(a_squares) * math.sqrt(b_squares))
         else:
